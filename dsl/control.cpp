@@ -1,0 +1,171 @@
+#include "dsl/control.h"
+
+#include <fmt/format.h>
+
+namespace tessera {
+
+using ir::OpKind;
+
+namespace {
+
+detail::TraceContext& grid_context(int axis, const char* api, SourceLoc loc) {
+  auto& ctx = detail::TraceContext::current(api, loc);
+  if (ctx.grids.empty())
+    throw UserError(fmt::format("{} is used outside a kernel body or index map", api), fmt::format("axis {}", axis),
+                    "ask for grid positions inside the kernel pallas_call traces", loc);
+  const auto& grid = ctx.grids.back();
+  if (axis < 0 || axis >= static_cast<int>(grid.size()))
+    throw UserError(fmt::format("{}: axis {} is out of range for the grid", api, axis),
+                    fmt::format("a grid of {} dims ({})", grid.size(), shape_tuple_str(grid)),
+                    grid.empty() ? std::string("this grid has no axes: the kernel runs once")
+                                 : fmt::format("use an axis in [0, {})", grid.size()),
+                    loc);
+  return ctx;
+}
+
+Value bool_condition(const Operand& cond, const char* api) {
+  Value c = cond.materialize();
+  if (!is_bool(c.dtype()) || !c.is_scalar())
+    throw UserError(fmt::format("{} needs a bool scalar condition", api), detail::describe(c),
+                    "compare to get a bool, e.g. pl::program_id(0) == 0", cond.loc());
+  return c;
+}
+
+ir::RegionId traced_region(detail::TraceContext& ctx, const std::vector<Type>& args, const char* what,
+                           const std::function<std::vector<Value>(const std::vector<Value>&)>& body,
+                           std::vector<Value>* results, SourceLoc loc) {
+  ir::RegionId r = ctx.builder().create_region(args);
+  detail::TraceContext::Scope scope(ctx, r, what);
+  std::vector<Value> arg_values;
+  for (ir::ValueId a : ctx.builder().function().regions[r].args) arg_values.push_back(Value::wrap(ctx, a));
+  std::vector<Value> out = body(arg_values);
+  std::vector<ir::ValueId> ids;
+  for (const Value& v : out) {
+    ctx.check_visible(v.id(), what, loc);
+    ids.push_back(v.id());
+  }
+  ctx.builder().create(OpKind::Yield, ids, {}, {}, loc);
+  if (results) *results = std::move(out);
+  return r;
+}
+
+std::string types_str(const std::vector<Value>& vs) {
+  std::string s;
+  for (const Value& v : vs) s += (s.empty() ? "" : ", ") + type_str(v.type());
+  return "(" + s + ")";
+}
+
+}  // namespace
+
+Value program_id(int axis, std::source_location loc) {
+  auto& ctx = grid_context(axis, "pl::program_id", loc);
+  return Value::wrap(ctx, ctx.emit_value(OpKind::ProgramId, {}, Type::scalar(DType::i32), int64_t{axis}, loc));
+}
+
+Value num_programs(int axis, std::source_location loc) {
+  auto& ctx = grid_context(axis, "pl::num_programs", loc);
+  return Value::wrap(ctx, ctx.emit_value(OpKind::NumPrograms, {}, Type::scalar(DType::i32), int64_t{axis}, loc));
+}
+
+namespace detail {
+
+void when_impl(const Operand& cond, const std::function<void()>& body) {
+  if (cond.is_literal()) {
+    if (cond.literal().as_double() != 0) body();
+    return;
+  }
+  Value c = bool_condition(cond, "pl::when");
+  auto& ctx = TraceContext::current("pl::when", cond.loc());
+  auto run = [&](const std::vector<Value>&) {
+    body();
+    return std::vector<Value>{};
+  };
+  ir::RegionId then_r = traced_region(ctx, {}, "a pl::when body", run, nullptr, cond.loc());
+  ir::RegionId else_r = traced_region(ctx, {}, "a pl::when body", [](const std::vector<Value>&) { return std::vector<Value>{}; },
+                                      nullptr, cond.loc());
+  ctx.emit(OpKind::If, {c.id()}, {}, {}, cond.loc(), {then_r, else_r});
+}
+
+std::vector<Value> cond_impl(const Operand& cond, const std::function<std::vector<Value>()>& on_true,
+                             const std::function<std::vector<Value>()>& on_false) {
+  if (cond.is_literal()) return cond.literal().as_double() != 0 ? on_true() : on_false();
+  Value c = bool_condition(cond, "pl::cond");
+  auto& ctx = TraceContext::current("pl::cond", cond.loc());
+  std::vector<Value> t, f;
+  ir::RegionId then_r = traced_region(ctx, {}, "a pl::cond branch", [&](const std::vector<Value>&) { return on_true(); }, &t,
+                                      cond.loc());
+  ir::RegionId else_r = traced_region(ctx, {}, "a pl::cond branch", [&](const std::vector<Value>&) { return on_false(); }, &f,
+                                      cond.loc());
+  bool same = t.size() == f.size();
+  for (size_t i = 0; same && i < t.size(); ++i) same = t[i].type() == f[i].type();
+  if (!same)
+    throw UserError("pl::cond: the branches return different types", fmt::format("{} and {}", types_str(t), types_str(f)),
+                    "return values of the same shapes and dtypes from both branches (use .astype to match)", cond.loc());
+  std::vector<Type> types;
+  for (const Value& v : t) types.push_back(v.type());
+  ir::OpId op = ctx.emit(OpKind::If, {c.id()}, types, {}, cond.loc(), {then_r, else_r});
+  std::vector<Value> results;
+  for (ir::ValueId v : ctx.builder().function().ops[op].results) results.push_back(Value::wrap(ctx, v));
+  return results;
+}
+
+std::vector<Value> for_impl(const Operand& lo, const Operand& hi, int64_t step, const std::vector<Value>& init,
+                            const std::function<std::vector<Value>(const Value&, const std::vector<Value>&)>& body,
+                            SourceLoc loc, const char* api) {
+  if (step <= 0)
+    throw UserError(fmt::format("{}: the step must be positive", api), fmt::format("step {}", step),
+                    "count upwards with a step >= 1", loc);
+  auto [vlo, vhi] = unify(lo, hi, api);
+  if (!is_int(vlo.dtype()) || !vlo.is_scalar())
+    throw UserError(fmt::format("{}: bounds must be integer scalars", api),
+                    fmt::format("{} and {}", describe(vlo), describe(vhi)), "use integers (cast with .astype(pl::i32))", loc);
+  auto& ctx = TraceContext::current(api, loc);
+  Value vstep = constant(ctx, ir::Literal::of_int(step), vlo.type(), loc);
+  std::vector<Type> arg_types{vlo.type()};
+  for (const Value& v : init) arg_types.push_back(v.type());
+  std::vector<Value> yielded;
+  ir::RegionId r = traced_region(
+      ctx, arg_types, "a loop body",
+      [&](const std::vector<Value>& args) {
+        std::vector<Value> carry(args.begin() + 1, args.end());
+        return body(args[0], carry);
+      },
+      &yielded, loc);
+  bool same = yielded.size() == init.size();
+  for (size_t i = 0; same && i < init.size(); ++i) same = yielded[i].type() == init[i].type();
+  if (!same)
+    throw UserError(fmt::format("{}: the body returns a carry of another type than the initial one", api),
+                    fmt::format("initial {}, returned {}", types_str(init), types_str(yielded)),
+                    "return the carry with the initial value's shape and dtype (use .astype to match)", loc);
+  std::vector<ir::ValueId> operands{vlo.id(), vhi.id(), vstep.id()};
+  for (const Value& v : init) operands.push_back(v.id());
+  std::vector<Type> result_types(arg_types.begin() + 1, arg_types.end());
+  ir::OpId op = ctx.emit(OpKind::For, operands, result_types, {}, loc, {r});
+  std::vector<Value> results;
+  for (ir::ValueId v : ctx.builder().function().ops[op].results) results.push_back(Value::wrap(ctx, v));
+  return results;
+}
+
+void debug_print_impl(const std::string& format, const std::vector<Operand>& args, SourceLoc loc) {
+  size_t placeholders = 0;
+  for (size_t i = 0; i + 1 < format.size(); ++i)
+    if (format[i] == '{' && format[i + 1] == '}') {
+      ++placeholders;
+      ++i;
+    }
+  if (placeholders != args.size())
+    throw UserError("pl::debug_print: the number of {} placeholders differs from the number of values",
+                    fmt::format("\"{}\" with {} placeholder(s) and {} value(s)", format, placeholders, args.size()),
+                    "write one {} per value", loc);
+  auto& ctx = TraceContext::current("pl::debug_print", loc);
+  std::vector<ir::ValueId> ids;
+  for (const Operand& a : args) {
+    Value v = a.materialize();
+    ctx.check_visible(v.id(), "pl::debug_print", loc);
+    ids.push_back(v.id());
+  }
+  ctx.emit(OpKind::DebugPrint, ids, {}, format, loc);
+}
+
+}  // namespace detail
+}  // namespace tessera

@@ -1,0 +1,87 @@
+// tessera's three error types and the source positions they point at.
+//
+// Every layer may use this header; it depends on nothing but the standard library.
+//   UserError     misuse of the API, found while tracing or compiling: what is wrong, what was given,
+//                 how to fix it, and the user's file:line.
+//   InternalError a broken invariant inside tessera (a pass produced invalid IR, ...).
+//   RuntimeError  a running kernel failed (bounds, revisits, ...): thrown on the host after the
+//                 launch returns, with the device, core and grid point.
+#pragma once
+
+#include <cstdint>
+#include <source_location>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// A position in the user's source. Built from std::source_location, whose strings have static
+// storage, so a SourceLoc can be copied freely and kept in the IR.
+struct SourceLoc {
+  const char* file = nullptr;
+  uint32_t line = 0;
+  uint32_t column = 0;
+
+  constexpr SourceLoc() = default;
+  constexpr SourceLoc(const std::source_location& l) : file(l.file_name()), line(l.line()), column(l.column()) {}
+
+  bool known() const { return file != nullptr && line != 0; }
+  bool operator==(const SourceLoc&) const = default;
+  // "path/to/file.cpp:42", or "<unknown location>".
+  std::string str() const;
+};
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Misuse of tessera. The message reads:
+//   <what is wrong>
+//     given: <what the user gave>
+//     fix:   <how to fix it>
+//     at:    <file>:<line>
+class UserError : public Error {
+ public:
+  UserError(std::string what, std::string given, std::string fix, SourceLoc loc);
+  const std::string& problem() const { return what_; }
+  const std::string& given() const { return given_; }
+  const std::string& fix() const { return fix_; }
+  SourceLoc loc() const { return loc_; }
+
+ private:
+  std::string what_, given_, fix_;
+  SourceLoc loc_;
+};
+
+// A bug in tessera itself: a pass broke the IR, an invariant does not hold. The message names the
+// component (e.g. the pass) and carries the IR text when there is one.
+class InternalError : public Error {
+ public:
+  InternalError(std::string component, std::string what, std::string ir_text = {});
+};
+
+// Where a running kernel was when it failed.
+struct ExecutionPoint {
+  int device = 0;
+  int core = 0;
+  std::vector<int64_t> grid_point;  // empty when the failure happened outside any grid step
+  std::string str() const;          // "device 0, core 1, grid point (2, 0, 5)"
+};
+
+// A failure inside a running kernel, reported on the host after the launch returned.
+class RuntimeError : public Error {
+ public:
+  RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc);
+  const std::string& problem() const { return what_; }
+  const ExecutionPoint& where() const { return where_; }
+  SourceLoc loc() const { return loc_; }
+
+ private:
+  std::string what_;
+  ExecutionPoint where_;
+  SourceLoc loc_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,57 @@
+// Element types of tessera values and arrays, with their sizes, names and promotion rules.
+//
+// Part of the IR (innermost layer); used everywhere. Users spell them pl::f32, pl::bf16, ...
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tessera {
+
+enum class DType : uint8_t {
+  i1,     // bool, stored as one byte holding 0 or 1
+  i8,
+  i32,
+  i64,
+  index,  // a 64-bit integer for step counts and offsets in lowered IR
+  bf16,   // storage type: arithmetic happens in f32 and rounds to nearest-even on the way back
+  f16,    // storage type, like bf16
+  f32,
+  f64,
+};
+
+inline constexpr DType bool_ = DType::i1;
+inline constexpr DType i1 = DType::i1;
+inline constexpr DType i8 = DType::i8;
+inline constexpr DType i32 = DType::i32;
+inline constexpr DType i64 = DType::i64;
+inline constexpr DType index = DType::index;
+inline constexpr DType bf16 = DType::bf16;
+inline constexpr DType f16 = DType::f16;
+inline constexpr DType f32 = DType::f32;
+inline constexpr DType f64 = DType::f64;
+
+inline constexpr DType kAllDTypes[] = {DType::i1,  DType::i8,  DType::i32, DType::i64, DType::index,
+                                       DType::bf16, DType::f16, DType::f32, DType::f64};
+
+// Size of one element in bytes.
+int64_t dtype_size(DType t);
+// "f32", "bf16", "i1", ...
+std::string_view dtype_name(DType t);
+std::optional<DType> dtype_from_name(std::string_view name);
+
+inline bool is_float(DType t) { return t == DType::bf16 || t == DType::f16 || t == DType::f32 || t == DType::f64; }
+inline bool is_bool(DType t) { return t == DType::i1; }
+// Integers proper (not bool).
+inline bool is_int(DType t) { return t == DType::i8 || t == DType::i32 || t == DType::i64 || t == DType::index; }
+
+// The type arithmetic on two operands of these types produces, following JAX's lattice:
+// bool < ints (by width) < floats (by width); bf16 with f16 gives f32; index with any int gives index.
+DType promote(DType a, DType b);
+
+// The type a DSL scalar literal adopts next to a value of type `other` (JAX "weak" typing): an int
+// literal takes the other type, a float literal next to an integer or bool gives f32.
+DType weak_literal_type(bool literal_is_float, DType other);
+
+}  // namespace tessera

@@ -1,0 +1,29 @@
+#include "dsl/ir/ir.h"
+
+namespace tessera::ir {
+
+static const OpTraits kTraits[] = {
+#define TESSERA_OP(name, mnemonic, flags) {mnemonic, flags},
+#include "dsl/ir/ops.def"
+#undef TESSERA_OP
+};
+
+const OpTraits& traits(OpKind k) { return kTraits[static_cast<size_t>(k)]; }
+
+std::vector<OpKind> all_op_kinds() {
+  return {
+#define TESSERA_OP(name, mnemonic, flags) OpKind::name,
+#include "dsl/ir/ops.def"
+#undef TESSERA_OP
+  };
+}
+
+std::string_view dim_semantics_name(DimSemantics s) {
+  switch (s) {
+    case DimSemantics::Parallel: return "parallel";
+    case DimSemantics::Arbitrary: return "arbitrary";
+  }
+  return "?";
+}
+
+}  // namespace tessera::ir

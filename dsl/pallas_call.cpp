@@ -1,0 +1,441 @@
+#include "dsl/pallas_call.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "dsl/ir/printer.h"
+#include "dsl/trace.h"
+#include "jit/passes/canonicalize.h"
+#include "jit/passes/lowering.h"
+#include "runtime/interpreter.h"
+#include "runtime/launch.h"
+#include "runtime/memory.h"
+
+namespace tessera {
+
+IndexArg::operator Value() const {
+  if (const Value* v = std::get_if<Value>(&arg_)) return *v;
+  throw UserError(fmt::format("index map parameter {} is declared pl::Value but receives a scalar-prefetch ref", position_),
+                  "an index map whose parameters do not match: grid indices first, then scalar-prefetch refs",
+                  "declare the grid indices as pl::Value and the scalar-prefetch refs after them as pl::Ref", spec_);
+}
+
+IndexArg::operator Ref() const {
+  if (const Ref* r = std::get_if<Ref>(&arg_)) return *r;
+  throw UserError(fmt::format("index map parameter {} is declared pl::Ref but receives a grid index", position_),
+                  "an index map whose parameters do not match: grid indices first, then scalar-prefetch refs",
+                  "declare the grid indices as pl::Value and the scalar-prefetch refs after them as pl::Ref", spec_);
+}
+
+Operand::Operand(const IndexArg& v, std::source_location loc) : value_(static_cast<Value>(v)), loc_(loc) {}
+
+namespace detail {
+
+using ir::OpKind;
+
+namespace {
+
+std::string operand_name(int num_prefetch, int num_inputs, int k) {
+  if (k < num_prefetch) return fmt::format("scalar prefetch {}", k);
+  if (k < num_prefetch + num_inputs) return fmt::format("input {}", k - num_prefetch);
+  return fmt::format("output {}", k - num_prefetch - num_inputs);
+}
+
+// A traced and lowered kernel for one signature of arguments.
+struct Program {
+  ir::Function traced;
+  ir::Function lowered;
+  std::unique_ptr<rt::Interpreter> interpreter;
+  std::vector<ir::DimSemantics> semantics;
+};
+
+}  // namespace
+
+class CallImpl {
+ public:
+  explicit CallImpl(CallSpec spec) : spec_(std::move(spec)) {
+    name_ = spec_.options.name.empty() ? "kernel" : spec_.options.name;
+  }
+
+  std::vector<Array> run(std::span<const Array> args, SourceLoc loc);
+  std::shared_ptr<const Program> program(std::span<const Array> args, SourceLoc loc);
+
+ private:
+  int num_inputs(size_t num_args) const { return static_cast<int>(num_args) - spec_.num_scalar_prefetch; }
+  void validate(std::span<const Array> args, SourceLoc loc) const;
+  std::vector<ir::DimSemantics> semantics() const;
+  ir::Function trace(std::span<const Array> args) const;
+  ir::PipelineOperand pipeline_operand(const BlockSpec& spec, const Shape& shape, const std::string& name, bool output,
+                                       bool aliased) const;
+  ir::RegionId trace_index_map(TraceContext& ctx, const BlockSpec& spec, const ir::PipelineOperand& po,
+                               const std::vector<Ref>& prefetch) const;
+  const BlockSpec& spec_for(int operand, int inputs) const;
+  [[noreturn]] void fail(std::string what, std::string given, std::string fix, SourceLoc loc) const {
+    throw UserError(fmt::format("pallas_call `{}`: {}", name_, what), std::move(given), std::move(fix), loc);
+  }
+
+  CallSpec spec_;
+  std::string name_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const Program>> programs_;
+  BlockSpec default_spec_{std::source_location()};
+};
+
+const BlockSpec& CallImpl::spec_for(int operand, int inputs) const {
+  // operand: index among inputs then outputs (no prefetch).
+  if (operand < inputs) return spec_.in_specs.empty() ? default_spec_ : spec_.in_specs[operand];
+  return spec_.out_specs.empty() ? default_spec_ : spec_.out_specs[operand - inputs];
+}
+
+std::vector<ir::DimSemantics> CallImpl::semantics() const {
+  const auto& given = spec_.options.compiler_params.dimension_semantics;
+  if (!given.empty()) return given;
+  return std::vector<ir::DimSemantics>(spec_.grid.size(), ir::DimSemantics::Arbitrary);
+}
+
+void CallImpl::validate(std::span<const Array> args, SourceLoc loc) const {
+  const int np = spec_.num_scalar_prefetch;
+  if (np < 0) fail("num_scalar_prefetch is negative", fmt::format("{}", np), "pass 0 or more", spec_.loc);
+  if (static_cast<int>(args.size()) < np)
+    fail("the call has fewer arguments than scalar-prefetch operands",
+         fmt::format("{} argument(s), num_scalar_prefetch = {}", args.size(), np),
+         "pass the scalar-prefetch arrays first, then the inputs", loc);
+  const int ni = num_inputs(args.size());
+  const int no = static_cast<int>(spec_.out_shapes.size());
+  if (!spec_.in_specs.empty() && static_cast<int>(spec_.in_specs.size()) != ni)
+    fail("the number of in_specs differs from the number of inputs",
+         fmt::format("{} in_specs for {} input(s) ({} argument(s) minus {} scalar-prefetch)", spec_.in_specs.size(), ni,
+                     args.size(), np),
+         "give one BlockSpec per input (scalar-prefetch operands have none), or call with matching arguments", loc);
+  if (!spec_.out_specs.empty() && static_cast<int>(spec_.out_specs.size()) != no)
+    fail("the number of out_specs differs from the number of outputs",
+         fmt::format("{} out_specs for {} output shape(s)", spec_.out_specs.size(), no),
+         "give one BlockSpec per output shape", spec_.loc);
+  const int expected_arity = np + ni + no + static_cast<int>(spec_.scratch_shapes.size());
+  if (spec_.kernel.arity != expected_arity)
+    fail("the kernel takes a different number of refs than the call provides",
+         fmt::format("a kernel of {} pl::Ref parameter(s); the call provides {} = {} scalar-prefetch + {} input(s) + {} "
+                     "output(s) + {} scratch",
+                     spec_.kernel.arity, expected_arity, np, ni, no, spec_.scratch_shapes.size()),
+         "make the kernel take one pl::Ref per scalar-prefetch operand, input, output and scratch buffer, in that order",
+         loc);
+  for (size_t d = 0; d < spec_.grid.size(); ++d)
+    if (spec_.grid[d] < 0)
+      fail("grid dims must be >= 0", fmt::format("grid ({}) has {} in dim {}", fmt::join(spec_.grid, ", "), spec_.grid[d], d),
+           "use non-negative grid sizes", spec_.loc);
+  const auto& sem = spec_.options.compiler_params.dimension_semantics;
+  if (!sem.empty()) {
+    if (sem.size() != spec_.grid.size())
+      fail("dimension_semantics must have one entry per grid dim",
+           fmt::format("{} entries for a grid of {} dims", sem.size(), spec_.grid.size()),
+           "list pl::parallel or pl::arbitrary for every grid dim", spec_.loc);
+    bool seen_arbitrary = false;
+    for (size_t d = 0; d < sem.size(); ++d) {
+      if (sem[d] == ir::DimSemantics::Arbitrary) seen_arbitrary = true;
+      else if (seen_arbitrary)
+        fail("parallel grid dims must come before arbitrary ones",
+             fmt::format("dim {} is parallel after an arbitrary dim", d),
+             "reorder the grid so that the parallel dims form a prefix", spec_.loc);
+    }
+  }
+  if (spec_.options.compiler_params.vmem_limit_bytes && *spec_.options.compiler_params.vmem_limit_bytes <= 0)
+    fail("vmem_limit_bytes must be positive", fmt::format("{}", *spec_.options.compiler_params.vmem_limit_bytes),
+         "leave it unset for 64 MiB, or give a positive byte count", spec_.loc);
+  if (spec_.options.interpret && spec_.options.interpret->num_cores_or_threads < 1)
+    fail("InterpretParams::num_cores_or_threads must be >= 1",
+         fmt::format("{}", spec_.options.interpret->num_cores_or_threads), "use 1 or more cores", spec_.loc);
+  std::set<int> aliased_outputs;
+  for (auto [in, out] : spec_.options.input_output_aliases) {
+    if (in < 0 || in >= np + ni)
+      fail("input_output_aliases names an input that does not exist",
+           fmt::format("{{{}, {}}} with {} input(s) counting {} scalar-prefetch operand(s)", in, out, np + ni, np),
+           fmt::format("use input indices in [0, {}) (scalar-prefetch operands count first)", np + ni), loc);
+    if (out < 0 || out >= no)
+      fail("input_output_aliases names an output that does not exist",
+           fmt::format("{{{}, {}}} with {} output(s)", in, out, no), fmt::format("use output indices in [0, {})", no), loc);
+    if (in < np)
+      fail("a scalar-prefetch operand cannot be aliased to an output", fmt::format("{{{}, {}}}", in, out),
+           "alias a regular input instead", loc);
+    if (!aliased_outputs.insert(out).second)
+      fail("two inputs alias the same output", fmt::format("output {}", out), "alias each output at most once", loc);
+    const Array& a = args[in];
+    const ShapeDtype& o = spec_.out_shapes[out];
+    if (a.shape() != o.shape || a.dtype() != o.dtype)
+      fail("an aliased input and output differ in shape or dtype",
+           fmt::format("input {} is {} {}, output {} is {} {}", in, shape_tuple_str(a.shape()), dtype_name(a.dtype()), out,
+                       shape_tuple_str(o.shape), dtype_name(o.dtype)),
+           "alias arrays of the same shape and dtype", loc);
+  }
+  for (size_t k = 0; k < spec_.scratch_shapes.size(); ++k) {
+    const MemoryRef& m = spec_.scratch_shapes[k].memory();
+    if (is_dma_only(m.space))
+      fail("scratch must live in VMEM or SMEM", fmt::format("scratch {} in {}", k, memory_space_name(m.space)),
+           "use pl::VMEM(shape, dtype) or pl::SMEM(shape, dtype)", spec_.scratch_shapes[k].loc());
+    for (int64_t d : m.shape)
+      if (d < 0)
+        fail("scratch shapes must have non-negative dims", fmt::format("scratch {} of shape {}", k, shape_tuple_str(m.shape)),
+             "use dims >= 0", spec_.scratch_shapes[k].loc());
+  }
+}
+
+ir::PipelineOperand CallImpl::pipeline_operand(const BlockSpec& spec, const Shape& shape, const std::string& name,
+                                               bool output, bool aliased) const {
+  ir::PipelineOperand po;
+  po.name = name;
+  po.is_output = output;
+  po.aliased = aliased;
+  const MemorySpace space = spec.memory_space().value_or(MemorySpace::VMEM);
+  const SourceLoc loc = spec.loc().known() ? spec.loc() : spec_.loc;
+  po.loc = loc;
+  if (is_dma_only(space)) {
+    if (spec.block_shape() || spec.index_map())
+      fail(fmt::format("{} is in memory space {}, which is passed whole", name, space == MemorySpace::ANY ? "ANY" : "HBM"),
+           "a BlockSpec with both a block shape and memory space ANY/HBM",
+           "drop the block shape (pl::BlockSpec(pl::ANY)) and copy windows yourself, or use a VMEM block", loc);
+    po.windowed = false;
+    po.space = space;
+    return po;
+  }
+  po.space = space;
+  if (!spec.block_shape()) {
+    po.block = shape;
+    po.squeezed.assign(shape.size(), false);
+    return po;
+  }
+  const auto& bs = *spec.block_shape();
+  if (bs.size() != shape.size())
+    fail(fmt::format("the block shape of {} has another rank than the array", name),
+         fmt::format("block of {} dims for an array of shape {}", bs.size(), shape_tuple_str(shape)),
+         "give one block dim per array dim (pl::squeezed for dims the kernel should not see)", loc);
+  for (size_t d = 0; d < bs.size(); ++d) {
+    if (!bs[d].is_squeezed && bs[d].size <= 0)
+      fail(fmt::format("block dims of {} must be positive", name),
+           fmt::format("block dim {} is {} (array shape {})", d, bs[d].size, shape_tuple_str(shape)),
+           "use sizes >= 1, or pl::squeezed", loc);
+    po.block.push_back(bs[d].size);
+    po.squeezed.push_back(bs[d].is_squeezed);
+  }
+  return po;
+}
+
+ir::RegionId CallImpl::trace_index_map(TraceContext& ctx, const BlockSpec& spec, const ir::PipelineOperand& po,
+                                       const std::vector<Ref>& prefetch) const {
+  const size_t rank = spec_.grid.size();
+  const SourceLoc loc = spec.loc().known() ? spec.loc() : spec_.loc;
+  ir::RegionId r = ctx.builder().create_region(std::vector<Type>(rank, Type::scalar(DType::i32)));
+  TraceContext::Scope scope(ctx, r, fmt::format("the index map of {}", po.name));
+  ctx.grids.push_back(spec_.grid);
+  const std::vector<ir::ValueId> args = ctx.builder().function().regions[r].args;  // a copy: tracing adds regions
+  std::vector<ir::ValueId> yielded;
+  if (!spec.index_map()) {
+    for (size_t d = 0; d < po.block.size(); ++d)
+      yielded.push_back(constant(ctx, ir::Literal::of_int(0), Type::scalar(DType::i32), loc).id());
+  } else {
+    const IndexMap& map = *spec.index_map();
+    const int expected = static_cast<int>(rank) + spec_.num_scalar_prefetch;
+    if (map.arity != expected)
+      fail(fmt::format("the index map of {} takes {} parameter(s), but the call passes {}", po.name, map.arity, expected),
+           fmt::format("{} grid index(es) and {} scalar-prefetch ref(s)", rank, spec_.num_scalar_prefetch),
+           "take one pl::Value per grid dim, then one pl::Ref per scalar-prefetch operand", loc);
+    std::vector<IndexArg> margs;
+    for (size_t d = 0; d < rank; ++d) margs.emplace_back(Value::wrap(ctx, args[d]), static_cast<int>(d), loc);
+    for (size_t k = 0; k < prefetch.size(); ++k) margs.emplace_back(prefetch[k], static_cast<int>(rank + k), loc);
+    std::vector<Operand> result = map.fn(margs);
+    if (result.size() != po.block.size())
+      fail(fmt::format("the index map of {} returns {} index(es) for an array of rank {}", po.name, result.size(),
+                       po.block.size()),
+           fmt::format("block shape ({})", fmt::join(po.block, ", ")),
+           "return one block index per array dim with pl::idx(...)", loc);
+    for (size_t d = 0; d < result.size(); ++d) {
+      const Operand& o = result[d];
+      if (o.is_literal() && o.literal().is_float)
+        fail(fmt::format("the index map of {} returns a float index", po.name), fmt::format("{} at position {}", o.literal().f, d),
+             "return integer block indices", loc);
+      Value v = o.materialize(DType::i32);
+      if (!v.is_scalar() || !is_int(v.dtype()))
+        fail(fmt::format("the index map of {} must return integer scalars", po.name),
+             fmt::format("{} at position {}", detail::describe(v), d), "return i32 scalars (e.g. grid indices, ids[i])", loc);
+      v = cast_to(v, DType::i32, loc);
+      ctx.check_visible(v.id(), "an index map", loc);
+      yielded.push_back(v.id());
+    }
+  }
+  ctx.builder().create(OpKind::Yield, yielded, {}, {}, loc);
+  ctx.grids.pop_back();
+  return r;
+}
+
+ir::Function CallImpl::trace(std::span<const Array> args) const {
+  const int np = spec_.num_scalar_prefetch;
+  const int ni = num_inputs(args.size());
+  const int no = static_cast<int>(spec_.out_shapes.size());
+  ir::Function fn;
+  {
+    TraceContext ctx(fn, name_);
+    ir::Builder& b = ctx.builder();
+    // How each input and output reaches the body; unwindowed ones keep their memory space (ANY/HBM).
+    std::set<int> aliased;
+    for (auto [in, out] : spec_.options.input_output_aliases) aliased.insert(out);
+    ir::PipelineAttr pa;
+    pa.grid = spec_.grid;
+    pa.semantics = semantics();
+    for (int k = 0; k < ni + no; ++k) {
+      const bool output = k >= ni;
+      const Shape& shape = output ? spec_.out_shapes[k - ni].shape : args[np + k].shape();
+      pa.operands.push_back(pipeline_operand(spec_for(k, ni), shape, operand_name(np, ni, np + k), output,
+                                             output && aliased.count(k - ni) > 0));
+    }
+
+    std::vector<Ref> prefetch;
+    std::vector<ir::ValueId> arrays;  // inputs then outputs
+    for (int k = 0; k < np; ++k)
+      prefetch.push_back(Ref::wrap(ctx, b.add_param(Type::ref(args[k].dtype(), args[k].shape(), MemorySpace::SMEM),
+                                                    operand_name(np, ni, k))));
+    for (int k = 0; k < ni + no; ++k) {
+      const bool output = k >= ni;
+      const ShapeDtype sd = output ? spec_.out_shapes[k - ni] : ShapeDtype(args[np + k].shape(), args[np + k].dtype());
+      const MemorySpace space = pa.operands[k].windowed ? MemorySpace::ANY : pa.operands[k].space;
+      arrays.push_back(b.add_param(Type::ref(sd.dtype, sd.shape, space), operand_name(np, ni, np + k)));
+    }
+    const ir::ValueId lo = b.add_param(Type::scalar(DType::index), "first step");
+    const ir::ValueId hi = b.add_param(Type::scalar(DType::index), "end step");
+
+    std::vector<Ref> scratch;
+    for (size_t k = 0; k < spec_.scratch_shapes.size(); ++k) {
+      const MemoryRef& m = spec_.scratch_shapes[k].memory();
+      ir::ValueId v = ctx.emit_value(OpKind::Alloc, {}, Type::ref(m.dtype, m.shape, m.space), fmt::format("scratch {}", k),
+                                     spec_.scratch_shapes[k].loc());
+      b.set_name(v, fmt::format("scratch {}", k));
+      scratch.push_back(Ref::wrap(ctx, v));
+    }
+
+    std::vector<ir::RegionId> regions;
+    for (int k = 0; k < ni + no; ++k)
+      if (pa.operands[k].windowed) regions.push_back(trace_index_map(ctx, spec_for(k, ni), pa.operands[k], prefetch));
+
+    std::vector<Type> body_types;
+    std::vector<std::string> body_names;
+    for (int k = 0; k < ni + no; ++k) {
+      const ir::PipelineOperand& po = pa.operands[k];
+      const Type& at = fn.type(arrays[k]);
+      if (!po.windowed) {
+        body_types.push_back(at);
+      } else {
+        Shape visible;
+        for (size_t d = 0; d < po.block.size(); ++d)
+          if (!po.squeezed[d]) visible.push_back(po.block[d]);
+        body_types.push_back(Type::ref(at.dtype, visible, po.space));
+      }
+      body_names.push_back(po.windowed ? po.name + " block" : po.name);
+    }
+    ir::RegionId body = b.create_region(body_types, body_names);
+    {
+      TraceContext::Scope scope(ctx, body, "the kernel body");
+      ctx.grids.push_back(spec_.grid);
+      std::vector<Ref> refs = prefetch;
+      for (ir::ValueId a : fn.regions[body].args) refs.push_back(Ref::wrap(ctx, a));
+      refs.insert(refs.end(), scratch.begin(), scratch.end());
+      spec_.kernel.fn(refs);
+      ctx.grids.pop_back();
+    }
+    regions.push_back(body);
+    std::vector<ir::ValueId> operands{lo, hi};
+    operands.insert(operands.end(), arrays.begin(), arrays.end());
+    ctx.emit(OpKind::Pipeline, operands, {}, std::move(pa), spec_.loc, regions);
+  }
+  // Loads nobody uses (x() = v loads x eagerly) are dropped here, so the traced IR shows intent.
+  return passes::remove_dead_code(fn);
+}
+
+std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, SourceLoc loc) {
+  std::string key;
+  for (const Array& a : args) key += fmt::format("{}[{}];", dtype_name(a.dtype()), fmt::join(a.shape(), ","));
+  std::lock_guard lock(mutex_);
+  if (auto it = programs_.find(key); it != programs_.end()) return it->second;
+  validate(args, loc);
+  auto p = std::make_shared<Program>();
+  p->traced = trace(args);
+  passes::LoweringOptions lo;
+  lo.vmem_limit_bytes = spec_.options.compiler_params.vmem_limit_bytes.value_or(lo.vmem_limit_bytes);
+  lo.call_site = spec_.loc;
+  p->lowered = passes::lower(p->traced, lo);
+  if (spec_.options.debug) {
+    std::fprintf(stderr, "// ---- pallas_call `%s`: traced ----\n%s// ---- lowered ----\n%s", name_.c_str(),
+                 ir::print(p->traced).c_str(), ir::print(p->lowered).c_str());
+  }
+  rt::InterpretOptions io;
+  if (spec_.options.interpret)
+    io.zero_uninitialized = spec_.options.interpret->uninitialized_memory == UninitializedMemory::zero;
+  p->interpreter = std::make_unique<rt::Interpreter>(p->lowered, io);
+  p->semantics = semantics();
+  programs_.emplace(key, p);
+  return p;
+}
+
+std::vector<Array> CallImpl::run(std::span<const Array> args, SourceLoc loc) {
+  std::shared_ptr<const Program> prog = program(args, loc);
+  const int np = spec_.num_scalar_prefetch;
+  const int ni = num_inputs(args.size());
+  const int no = static_cast<int>(spec_.out_shapes.size());
+  const bool zero = spec_.options.interpret &&
+                    spec_.options.interpret->uninitialized_memory == UninitializedMemory::zero;
+  const int cores = spec_.options.interpret ? spec_.options.interpret->num_cores_or_threads : 1;
+
+  std::vector<std::unique_ptr<rt::Buffer>> buffers;
+  std::vector<rt::Buffer*> by_operand(static_cast<size_t>(np + ni + no), nullptr);
+  for (int k = 0; k < np; ++k)
+    by_operand[k] = buffers.emplace_back(std::make_unique<rt::Buffer>(operand_name(np, ni, k), args[k], MemorySpace::SMEM, true)).get();
+  std::map<int, int> alias_of_output;
+  for (auto [in, out] : spec_.options.input_output_aliases) alias_of_output[out] = in;
+  for (int o = 0; o < no; ++o) {
+    const std::string name = operand_name(np, ni, np + ni + o);
+    auto it = alias_of_output.find(o);
+    if (it != alias_of_output.end()) {
+      // The output starts as the input and shares its buffer: the kernel's input ref sees its writes.
+      auto buf = std::make_unique<rt::Buffer>(name, args[it->second], MemorySpace::ANY, true);
+      by_operand[np + ni + o] = buf.get();
+      by_operand[it->second] = buf.get();
+      buffers.push_back(std::move(buf));
+    } else {
+      const ShapeDtype& sd = spec_.out_shapes[o];
+      by_operand[np + ni + o] = buffers.emplace_back(rt::make_buffer(name, sd.dtype, sd.shape, MemorySpace::ANY, zero)).get();
+    }
+  }
+  for (int k = np; k < np + ni; ++k)
+    if (!by_operand[k])
+      by_operand[k] = buffers.emplace_back(std::make_unique<rt::Buffer>(operand_name(np, ni, k), args[k], MemorySpace::ANY, false)).get();
+
+  std::vector<rt::StepRange> ranges = rt::split_steps(spec_.grid, prog->semantics, cores);
+  rt::Launch launch(/*device=*/0);
+  rt::run_cores(launch, cores, [&](int core) {
+    const rt::StepRange range = ranges[core];
+    if (range.lo >= range.hi) return;
+    std::vector<rt::Value> params;
+    for (rt::Buffer* b : by_operand) params.emplace_back(rt::RefView::whole(*b));
+    params.emplace_back(Array::scalar(static_cast<double>(range.lo), DType::index));
+    params.emplace_back(Array::scalar(static_cast<double>(range.hi), DType::index));
+    rt::CoreContext ctx{launch, ExecutionPoint{launch.device(), core, {}}};
+    prog->interpreter->run(ctx, std::move(params));
+  });
+
+  std::vector<Array> outs;
+  for (int o = 0; o < no; ++o) outs.push_back(by_operand[np + ni + o]->array());
+  return outs;
+}
+
+std::shared_ptr<CallImpl> make_call(CallSpec spec) { return std::make_shared<CallImpl>(std::move(spec)); }
+
+std::vector<Array> run_call(CallImpl& call, std::span<const Array> args, SourceLoc loc) { return call.run(args, loc); }
+
+const ir::Function& call_ir(CallImpl& call, std::span<const Array> args, bool lowered, SourceLoc loc) {
+  auto p = call.program(args, loc);  // programs live as long as the call
+  return lowered ? p->lowered : p->traced;
+}
+
+}  // namespace detail
+}  // namespace tessera

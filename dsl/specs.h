@@ -1,0 +1,238 @@
+// What a pallas_call is told about its operands and its grid, spelled as in Pallas:
+//
+//   pl::BlockSpec({bm, bk}, [](pl::Value i, pl::Value j, pl::Value k) { return pl::idx(i, k); })
+//   pl::BlockSpec({pl::squeezed, 128}, map)       a squeezed dim: size 1, gone from the kernel's ref
+//   pl::BlockSpec()                               the whole array as one block (VMEM)
+//   pl::BlockSpec(pl::ANY)                        the whole array, unwindowed, reachable by DMA only
+//   pl::VMEM({bm, bn}, pl::f32), pl::SMEM(...)    scratch shapes
+//   pl::GridSpec{.grid, .in_specs, .out_specs, .scratch_shapes}
+//   pl::PrefetchScalarGridSpec{.num_scalar_prefetch, .grid, ...}
+//   pl::CompilerParams{.dimension_semantics = {pl::parallel, pl::arbitrary}, .vmem_limit_bytes}
+//   pl::InterpretParams{...}, pl::CostEstimate{...}, pl::CallOptions{...}, pl::ShapeDtype(shape, dtype)
+//
+// Index maps take the grid indices (pl::Value), then the scalar-prefetch refs (pl::Ref), and return
+// block indices with pl::idx(...) (or one Value for rank-1 arrays). Their arity is found at compile
+// time; a map that takes no pl::Value/pl::Ref parameters is a static_assert.
+//
+// Front-end layer (dsl/).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <source_location>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "dsl/ref.h"
+#include "dsl/signature.h"
+#include "dsl/value.h"
+
+namespace tessera {
+
+// ---- memory spaces and scratch shapes ----
+
+// A buffer type: a shape and dtype in a memory space (pltpu.VMEM((8, 128), f32)).
+struct MemoryRef {
+  Shape shape;
+  DType dtype;
+  MemorySpace space;
+};
+
+// pl::VMEM, pl::SMEM, pl::ANY, pl::HBM: a memory space, callable to make a MemoryRef.
+struct MemorySpaceTag {
+  MemorySpace space;
+  MemoryRef operator()(Shape shape, DType dtype) const { return MemoryRef{std::move(shape), dtype, space}; }
+};
+inline constexpr MemorySpaceTag ANY{MemorySpace::ANY};
+inline constexpr MemorySpaceTag HBM{MemorySpace::HBM};
+inline constexpr MemorySpaceTag VMEM{MemorySpace::VMEM};
+inline constexpr MemorySpaceTag SMEM{MemorySpace::SMEM};
+
+// An entry of scratch_shapes: allocated once per call and core, uninitialised, persistent across steps.
+class ScratchShape {
+ public:
+  ScratchShape(const MemoryRef& m, std::source_location loc = std::source_location::current()) : ref_(m), loc_(loc) {}
+  const MemoryRef& memory() const { return ref_; }
+  SourceLoc loc() const { return loc_; }
+
+ private:
+  MemoryRef ref_;
+  SourceLoc loc_;
+};
+
+// ---- block specs ----
+
+struct Squeezed {};
+inline constexpr Squeezed squeezed{};
+
+// One dim of a block shape: a size, or pl::squeezed.
+struct BlockDim {
+  int64_t size = 1;
+  bool is_squeezed = false;
+  BlockDim(int64_t s) : size(s) {}
+  BlockDim(int s) : size(s) {}
+  BlockDim(Squeezed) : size(1), is_squeezed(true) {}
+};
+
+// An index-map argument: a grid index (converts to pl::Value) or a scalar-prefetch ref (pl::Ref).
+class IndexArg {
+ public:
+  IndexArg(Value v, int position, SourceLoc spec) : arg_(v), position_(position), spec_(spec) {}
+  IndexArg(Ref r, int position, SourceLoc spec) : arg_(r), position_(position), spec_(spec) {}
+  operator Value() const;
+  operator Ref() const;
+
+ private:
+  std::variant<Value, Ref> arg_;
+  int position_;
+  SourceLoc spec_;
+};
+
+// The block indices an index map returns.
+class Idx {
+ public:
+  Idx(std::vector<Operand> indices) : indices_(std::move(indices)) {}
+  const std::vector<Operand>& indices() const { return indices_; }
+
+ private:
+  std::vector<Operand> indices_;
+};
+template <class... I>
+Idx idx(const I&... indices) {
+  return Idx(std::vector<Operand>{Operand(indices)...});
+}
+
+namespace detail {
+inline std::vector<Operand> index_map_result(const Idx& i) { return i.indices(); }
+inline std::vector<Operand> index_map_result(const Value& v) { return {Operand(v, SourceLoc{})}; }
+inline std::vector<Operand> index_map_result(const std::vector<Value>& vs) {
+  std::vector<Operand> out;
+  for (const Value& v : vs) out.emplace_back(v, SourceLoc{});
+  return out;
+}
+template <class T>
+  requires std::is_integral_v<T>
+std::vector<Operand> index_map_result(T v) {
+  return {Operand(static_cast<int64_t>(v))};
+}
+}  // namespace detail
+
+// A type-erased index map with its arity.
+struct IndexMap {
+  int arity = 0;
+  std::function<std::vector<Operand>(std::span<IndexArg>)> fn;
+};
+
+class BlockSpec {
+ public:
+  // The whole array as one block, in VMEM.
+  BlockSpec(std::source_location loc = std::source_location::current()) : loc_(loc) {}
+  // The whole array in `space`: ANY/HBM hand the kernel the array itself (DMA only), VMEM/SMEM one block.
+  BlockSpec(MemorySpaceTag space, std::source_location loc = std::source_location::current())
+      : space_(space.space), loc_(loc) {}
+  // Blocks of `block_shape` at the block indices `index_map` returns.
+  template <class F>
+  BlockSpec(std::vector<BlockDim> block_shape, F index_map, std::source_location loc = std::source_location::current())
+      : block_shape_(std::move(block_shape)), index_map_(wrap(std::move(index_map))), loc_(loc) {}
+  template <class F>
+  BlockSpec(std::vector<BlockDim> block_shape, F index_map, MemorySpaceTag space,
+            std::source_location loc = std::source_location::current())
+      : block_shape_(std::move(block_shape)), index_map_(wrap(std::move(index_map))), space_(space.space), loc_(loc) {}
+  // Blocks of `block_shape` always at block index 0.
+  BlockSpec(std::vector<BlockDim> block_shape, std::source_location loc = std::source_location::current())
+      : block_shape_(std::move(block_shape)), loc_(loc) {}
+
+  const std::optional<std::vector<BlockDim>>& block_shape() const { return block_shape_; }
+  const std::optional<IndexMap>& index_map() const { return index_map_; }
+  std::optional<MemorySpace> memory_space() const { return space_; }
+  SourceLoc loc() const { return loc_; }
+
+ private:
+  template <class F>
+  static IndexMap wrap(F f) {
+    constexpr int n = detail::arity_of<F, IndexArg>();
+    static_assert(n >= 0,
+                  "tessera: an index map must take the grid indices as pl::Value (then the scalar-prefetch refs as "
+                  "pl::Ref) and return pl::idx(...): [](pl::Value i, pl::Value j) { return pl::idx(i, j); }");
+    return IndexMap{n, [f = std::move(f)](std::span<IndexArg> args) mutable {
+                      return detail::index_map_result(detail::invoke_n<n>(f, args));
+                    }};
+  }
+
+  std::optional<std::vector<BlockDim>> block_shape_;
+  std::optional<IndexMap> index_map_;
+  std::optional<MemorySpace> space_;
+  SourceLoc loc_;
+};
+
+// ---- grid specs ----
+
+struct GridSpec {
+  std::vector<int64_t> grid;
+  std::vector<BlockSpec> in_specs;    // empty: every input is one whole-array block
+  std::vector<BlockSpec> out_specs;   // empty: every output is one whole-array block
+  std::vector<ScratchShape> scratch_shapes;
+};
+
+// A GridSpec whose first `num_scalar_prefetch` call arguments are placed whole in SMEM and passed
+// to every index map and (first) to the kernel.
+struct PrefetchScalarGridSpec {
+  int num_scalar_prefetch = 0;
+  std::vector<int64_t> grid;
+  std::vector<BlockSpec> in_specs;
+  std::vector<BlockSpec> out_specs;
+  std::vector<ScratchShape> scratch_shapes;
+};
+
+// ---- options ----
+
+using DimensionSemantics = ir::DimSemantics;
+inline constexpr DimensionSemantics parallel = DimensionSemantics::Parallel;
+inline constexpr DimensionSemantics arbitrary = DimensionSemantics::Arbitrary;
+
+struct CompilerParams {
+  // One per grid dim; parallel dims must come first. Default: all arbitrary.
+  std::vector<DimensionSemantics> dimension_semantics;
+  // Per-core VMEM capacity (default 64 MiB).
+  std::optional<int64_t> vmem_limit_bytes;
+};
+
+enum class UninitializedMemory { nan, zero };
+
+// Selects the interpreter and sets its checks (pltpu.InterpretParams).
+struct InterpretParams {
+  // Uninitialised memory (scratch, outputs, edge padding) holds NaN / max-int / true, or zeros.
+  UninitializedMemory uninitialized_memory = UninitializedMemory::nan;
+  // Cores of the simulated device; parallel grid dims are split over them.
+  int num_cores_or_threads = 1;
+};
+
+// pl.CostEstimate: carried with the call for tools that schedule around it.
+struct CostEstimate {
+  int64_t flops = 0;
+  int64_t transcendentals = 0;
+  int64_t bytes_accessed = 0;
+  int64_t remote_bytes_transferred = 0;
+};
+
+struct CallOptions {
+  CompilerParams compiler_params;
+  std::optional<InterpretParams> interpret;
+  // {input index, output index}: the output starts as the input and shares its buffer. Inputs are
+  // counted with the scalar-prefetch operands first, as in Pallas.
+  std::map<int, int> input_output_aliases;
+  std::optional<CostEstimate> cost_estimate;
+  std::string name;
+  bool debug = false;  // print the traced and lowered IR when compiling
+};
+
+struct ShapeDtype {
+  Shape shape;
+  DType dtype;
+  ShapeDtype(Shape s, DType d) : shape(std::move(s)), dtype(d) {}
+};
+
+}  // namespace tessera

@@ -1,0 +1,213 @@
+// pl::Value: a traced scalar or block inside a kernel, with C++ operators and the jnp-like math of
+// DESIGN.md §1 (element-wise ops, comparisons, where/select, iota, broadcast_to, reshape, transpose,
+// astype, zeros/full, reductions, dot and dot_general).
+//
+// Values are handles into the IR being traced; they exist only while pallas_call traces a kernel.
+// Arithmetic promotes like JAX (bool < ints < floats; a C++ literal adopts the other operand's type)
+// and broadcasts like numpy. Integer `/` and `%` truncate like C++ (lax.div / lax.rem); use
+// pl::floor_divide / pl::mod for Python's `//` and `%`. Every DSL call records the user's source line.
+//
+// Front-end layer (dsl/).
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <source_location>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "dsl/ir/ir.h"
+#include "dsl/trace.h"
+
+namespace tessera {
+
+class Ref;
+class RefSlot;
+class IndexArg;
+
+namespace detail {
+template <class> inline constexpr bool dependent_false = false;
+}
+
+class Value {
+ public:
+  Value() = default;
+
+  // By value: the IR grows while tracing, so references into it would not stay valid.
+  Type type() const;
+  DType dtype() const { return type().dtype; }
+  Shape shape() const { return type().shape; }
+  int64_t rank() const { return type().rank(); }
+  bool is_scalar() const { return type().is_scalar(); }
+  bool valid() const { return ctx_ != nullptr; }
+
+  // The value converted to `dtype` (jnp's astype).
+  Value astype(DType dtype, std::source_location loc = std::source_location::current()) const;
+
+  // There is deliberately no conversion to bool: a traced value is not known while the kernel is
+  // traced, so a C++ `if (v)` does not compile. Branch with pl::when, pl::cond or pl::where.
+
+  // Internal: the IR value behind this handle.
+  ir::ValueId id() const { return id_; }
+  detail::TraceContext* context() const { return ctx_; }
+  uint64_t serial() const { return serial_; }
+  static Value wrap(detail::TraceContext& ctx, ir::ValueId id) { return Value(ctx, id); }
+
+ protected:
+  Value(detail::TraceContext& ctx, ir::ValueId id) : ctx_(&ctx), serial_(ctx.serial()), id_(id) {}
+
+ private:
+  detail::TraceContext* ctx_ = nullptr;
+  uint64_t serial_ = 0;
+  ir::ValueId id_ = ir::kNone;
+};
+
+// An argument of a DSL function: a Value or a C++ literal, and the user's source line where it was
+// written (captured by the implicit conversion, so operators and math functions know the line).
+class Operand {
+ public:
+  Operand(const Value& v, std::source_location loc = std::source_location::current());
+  Operand(const Value& v, SourceLoc loc);
+  // A ref slot (x()) loads here, so misuse of a DMA-only ref is reported as a load.
+  Operand(const RefSlot& v, std::source_location loc = std::source_location::current());
+  Operand(const IndexArg& v, std::source_location loc = std::source_location::current());
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  Operand(T literal, std::source_location loc = std::source_location::current())
+      : literal_(std::is_floating_point_v<T> ? ir::Literal::of_float(static_cast<double>(literal))
+                                             : ir::Literal::of_int(static_cast<int64_t>(literal))),
+        is_bool_(std::is_same_v<T, bool>),
+        loc_(loc) {}
+
+  bool is_literal() const { return literal_.has_value(); }
+  const ir::Literal& literal() const { return *literal_; }
+  bool is_bool_literal() const { return is_bool_; }
+  const Value& value() const { return value_; }
+  SourceLoc loc() const { return loc_; }
+
+  // The operand as a Value: a literal becomes a scalar constant of `literal_type` (or its natural
+  // type: i32, f32, bool).
+  Value materialize(std::optional<DType> literal_type = std::nullopt) const;
+
+ private:
+  Value value_;
+  std::optional<ir::Literal> literal_;
+  bool is_bool_ = false;
+  SourceLoc loc_;
+};
+
+// ---- operators ----
+Value operator+(const Operand& a, const Operand& b);
+Value operator-(const Operand& a, const Operand& b);
+Value operator*(const Operand& a, const Operand& b);
+Value operator/(const Operand& a, const Operand& b);
+Value operator%(const Operand& a, const Operand& b);
+Value operator&(const Operand& a, const Operand& b);
+Value operator|(const Operand& a, const Operand& b);
+Value operator^(const Operand& a, const Operand& b);
+Value operator&&(const Operand& a, const Operand& b);
+Value operator||(const Operand& a, const Operand& b);
+Value operator==(const Operand& a, const Operand& b);
+Value operator!=(const Operand& a, const Operand& b);
+Value operator<(const Operand& a, const Operand& b);
+Value operator<=(const Operand& a, const Operand& b);
+Value operator>(const Operand& a, const Operand& b);
+Value operator>=(const Operand& a, const Operand& b);
+Value operator-(const Operand& a);
+Value operator!(const Operand& a);
+Value operator~(const Operand& a);
+
+// ---- element-wise math (jnp names) ----
+Value maximum(const Operand& a, const Operand& b);
+Value minimum(const Operand& a, const Operand& b);
+Value pow(const Operand& a, const Operand& b);
+// Python's `//` and `%` on integers (floored); for floats floor(a / b) and a - floor(a/b)*b.
+Value floor_divide(const Operand& a, const Operand& b);
+Value mod(const Operand& a, const Operand& b);
+Value exp(const Operand& x);
+Value log(const Operand& x);
+Value tanh(const Operand& x);
+Value sqrt(const Operand& x);
+Value rsqrt(const Operand& x);
+Value abs(const Operand& x);
+Value neg(const Operand& x);
+Value sin(const Operand& x);
+Value cos(const Operand& x);
+Value floor(const Operand& x);
+Value ceil(const Operand& x);
+Value sigmoid(const Operand& x);  // logistic
+Value logical_not(const Operand& x);
+// cond ? a : b element-wise, broadcasting all three (jnp.where); lax.select's spelling too.
+Value where(const Operand& cond, const Operand& a, const Operand& b);
+Value select(const Operand& cond, const Operand& a, const Operand& b);
+Value astype(const Operand& x, DType dtype);
+
+// ---- constructors ----
+Value zeros(const Shape& shape, DType dtype, std::source_location loc = std::source_location::current());
+Value ones(const Shape& shape, DType dtype, std::source_location loc = std::source_location::current());
+Value full(const Shape& shape, double value, DType dtype, std::source_location loc = std::source_location::current());
+// A block whose elements equal their index along `dimension` (lax.broadcasted_iota).
+Value iota(const Shape& shape, int dimension, DType dtype = DType::i32,
+           std::source_location loc = std::source_location::current());
+Value zeros_like(const Value& x, std::source_location loc = std::source_location::current());
+Value zeros_like(const Ref& x, std::source_location loc = std::source_location::current());
+
+// ---- shape ----
+Value broadcast_to(const Operand& x, const Shape& shape);
+Value reshape(const Operand& x, const Shape& shape);
+// Reverses the dims when perm is empty.
+Value transpose(const Operand& x, std::vector<int64_t> perm = {});
+Value swapaxes(const Operand& x, int64_t a, int64_t b);
+
+// ---- reductions ----
+// The axes to reduce: one axis, a list, or (default) all of them. Negative axes count from the end.
+class Axes {
+ public:
+  Axes() : all_(true) {}
+  Axes(int axis) : axes_{axis} {}
+  Axes(std::initializer_list<int64_t> axes) : axes_(axes) {}
+  bool all() const { return all_; }
+  const std::vector<int64_t>& list() const { return axes_; }
+
+ private:
+  std::vector<int64_t> axes_;
+  bool all_ = false;
+};
+Value sum(const Operand& x, Axes axes = {});
+Value max(const Operand& x, Axes axes = {});
+Value min(const Operand& x, Axes axes = {});
+
+// ---- contractions ----
+// jnp.dot: contracts the last dim of a with the only / second-to-last dim of b. The product is
+// accumulated in f32 (ints: i32) and converted to `preferred_element_type`, or to the promoted
+// operand type when it is absent.
+Value dot(const Operand& a, const Operand& b, std::optional<DType> preferred_element_type = std::nullopt);
+// lax.dot_general dimension numbers: ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)).
+struct DotDimensionNumbers {
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> contracting;
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> batch;
+};
+Value dot_general(const Operand& a, const Operand& b, const DotDimensionNumbers& dims,
+                  std::optional<DType> preferred_element_type = std::nullopt);
+
+namespace detail {
+// Shared by the DSL files: emit one op producing one Value, and a UserError helper.
+Value emit(TraceContext& ctx, ir::OpKind kind, const std::vector<Value>& operands, Type result, ir::Attr attr,
+           SourceLoc loc);
+// Checks that a handle belongs to the kernel being traced now (not empty, not from an earlier trace).
+void check_live(const Value& v, SourceLoc loc);
+// Brings both operands to one dtype (JAX promotion, weak literals) and one shape (numpy broadcasting).
+std::pair<Value, Value> unify(const Operand& a, const Operand& b, std::string_view api);
+Value cast_to(const Value& v, DType dtype, SourceLoc loc);
+Value broadcast_value(const Value& v, const Shape& shape, std::string_view api, SourceLoc loc);
+// numpy broadcasting of two shapes, or nullopt when they do not broadcast.
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+std::string describe(const Value& v);  // "a (128, 128) block of f32"
+// A constant op of this type (a scalar, or a splat block).
+Value constant(TraceContext& ctx, const ir::Literal& value, Type type, SourceLoc loc);
+// The source line of the op that made `v`.
+SourceLoc loc_of(const Value& v);
+}  // namespace detail
+
+}  // namespace tessera

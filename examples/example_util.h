@@ -1,0 +1,71 @@
+// Helpers shared by the numbered examples: naive host references, result checks, and running an
+// example once per backend (today the interpreter) with the results compared.
+#pragma once
+
+#include <tessera/tessera.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace examples {
+
+namespace pl = tessera;
+
+// Element-wise f(a, b) on the host, in double, stored as a's dtype.
+inline pl::Array host_map2(const pl::Array& a, const pl::Array& b, const std::function<double(double, double)>& f) {
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>(), z(x.size());
+  for (size_t i = 0; i < x.size(); ++i) z[i] = f(x[i], y[i]);
+  return pl::Array::from_vector(z, a.shape(), a.dtype());
+}
+
+// C[m, n] = sum_k A[m, k] B[k, n] on the host in double, stored as `dtype`.
+inline pl::Array host_matmul(const pl::Array& a, const pl::Array& b, pl::DType dtype) {
+  auto [m, k] = a.shape2();
+  const int64_t n = b.shape()[1];
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>(), z(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) {
+      const double xv = x[i * k + p];
+      for (int64_t j = 0; j < n; ++j) z[i * n + j] += xv * y[p * n + j];
+    }
+  return pl::Array::from_vector(z, {m, n}, dtype);
+}
+
+// Prints PASS/FAIL for one comparison and returns whether it passed.
+inline bool check(const char* what, const pl::Array& got, const pl::Array& want, double rtol, double atol) {
+  bool ok = pl::allclose(got, want, rtol, atol);
+  std::printf("  %s: %s (max |diff| = %.3g)\n", what, ok ? "PASS" : "FAIL", pl::max_abs_diff(got, want));
+  return ok;
+}
+
+// The backends an example runs in. Each gets call options selecting it.
+struct Backend {
+  std::string name;
+  pl::CallOptions options;
+};
+inline std::vector<Backend> backends() {
+  pl::CallOptions interpret;
+  interpret.interpret = pl::InterpretParams{};
+  return {{"interpret", interpret}};
+}
+
+// Runs body once per backend; returns the process exit code (0 when every run passed).
+inline int run_in_every_backend(const char* name, const std::function<bool(const pl::CallOptions&)>& body) {
+  bool all = true;
+  for (const Backend& b : backends()) {
+    std::printf("[%s] %s\n", name, b.name.c_str());
+    bool ok = false;
+    try {
+      ok = body(b.options);
+    } catch (const std::exception& e) {
+      std::printf("  error: %s\n", e.what());
+    }
+    all = all && ok;
+  }
+  std::printf("[%s] %s\n", name, all ? "OK" : "FAILED");
+  return all ? 0 : 1;
+}
+
+}  // namespace examples

@@ -1,0 +1,21 @@
+// tessera: a C++20 embedded DSL for Pallas-style block kernels.
+//
+//   #include <tessera/tessera.hpp>
+//   namespace pl = tessera;
+//
+// Kernels are C++ callables over pl::Ref; pl::pallas_call traces them into tessera's IR and runs them
+// over a grid of blocks. See README.md for the tour and DESIGN.md for the semantics.
+#pragma once
+
+#include "dsl/control.h"
+#include "dsl/pallas_call.h"
+#include "dsl/ref.h"
+#include "dsl/specs.h"
+#include "dsl/value.h"
+#include "runtime/array.h"
+#include "runtime/launch.h"
+
+namespace tessera {
+// Where pl::debug_print output goes (stdout by default).
+using rt::set_debug_print_sink;
+}  // namespace tessera

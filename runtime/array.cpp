@@ -1,0 +1,235 @@
+#include "runtime/array.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <new>
+
+namespace tessera {
+
+namespace detail {
+
+[[noreturn]] void array_size_mismatch(size_t given, const Shape& shape, SourceLoc loc) {
+  throw UserError("Array::from_vector: the number of elements does not match the shape",
+                  fmt::format("{} elements for shape {} ({} elements)", given, shape_tuple_str(shape), num_elements(shape)),
+                  "pass exactly one element per position of the shape, in row-major order", loc);
+}
+
+void convert_elements(DType from, const std::byte* src, DType to, std::byte* dst, int64_t n) {
+  if (from == to || (dtype_size(from) == dtype_size(to) && is_int(from) && is_int(to))) {
+    std::memcpy(dst, src, static_cast<size_t>(n * dtype_size(from)));
+    return;
+  }
+  dispatch_dtype(from, [&]<class S>() {
+    dispatch_dtype(to, [&]<class D>() {
+      const S* s = reinterpret_cast<const S*>(src);
+      D* d = reinterpret_cast<D*>(dst);
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<D, bool>) d[i] = widen(s[i]) != 0;
+        else if constexpr (is_float_storage_v<S> && !is_float_storage_v<D>) d[i] = from_double<D>(to_double(s[i]));
+        else if constexpr (is_float_storage_v<D> && !std::is_same_v<compute_t<D>, double>)
+          d[i] = D(static_cast<float>(widen(s[i])));
+        else if constexpr (std::is_same_v<D, double>) d[i] = static_cast<double>(widen(s[i]));
+        else d[i] = static_cast<D>(widen(s[i]));  // integer to integer: wraps like a C cast
+      }
+    });
+  });
+}
+
+int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index, SourceLoc loc) {
+  if (index.size() != shape.size())
+    throw UserError("Array::at: the index needs one entry per dimension",
+                    fmt::format("index of {} entries for shape {}", index.size(), shape_tuple_str(shape)),
+                    "pass one index per dimension", loc);
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (index[d] < 0 || index[d] >= shape[d])
+      throw UserError("Array::at: index out of range",
+                      fmt::format("index {} in dimension {} of shape {}", index[d], d, shape_tuple_str(shape)),
+                      fmt::format("use an index in [0, {})", shape[d]), loc);
+    flat = flat * shape[d] + index[d];
+  }
+  return flat;
+}
+
+}  // namespace detail
+
+std::shared_ptr<std::byte[]> Array::allocate(int64_t nbytes) {
+  // 64-byte alignment suits vector loads in both backends.
+  size_t size = static_cast<size_t>((nbytes + 63) / 64 * 64);
+  auto* p = static_cast<std::byte*>(::operator new[](size, std::align_val_t{64}));
+  std::memset(p, 0, size);
+  return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{64}); });
+}
+
+Array::Array() = default;
+
+Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), size_(num_elements(shape_)) {
+  if (nbytes() > static_cast<int64_t>(sizeof(inline_))) storage_ = allocate(nbytes());
+}
+
+std::byte* Array::mutable_data() {
+  if (!storage_) return inline_;
+  if (storage_.use_count() > 1) {
+    auto fresh = allocate(nbytes());
+    std::memcpy(fresh.get(), storage_.get(), static_cast<size_t>(nbytes()));
+    storage_ = std::move(fresh);
+  }
+  return storage_.get();
+}
+
+Array Array::full(Shape shape, double value, DType dtype) {
+  Array a(dtype, std::move(shape));
+  dispatch_dtype(dtype, [&]<class T>() {
+    T v = from_double<T>(value);
+    T* p = a.mutable_data_as<T>();
+    for (int64_t i = 0; i < a.size(); ++i) p[i] = v;
+  });
+  return a;
+}
+
+Array Array::arange(int64_t n, DType dtype) {
+  Array a(dtype, {n});
+  dispatch_dtype(dtype, [&]<class T>() {
+    T* p = a.mutable_data_as<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = from_double<T>(static_cast<double>(i));
+  });
+  return a;
+}
+
+// SplitMix64 finaliser: a well-mixed 64-bit hash of (seed, counter).
+static uint64_t mix(uint64_t seed, uint64_t counter) {
+  uint64_t z = seed * 0x9e3779b97f4a7c15ull + counter * 0xbf58476d1ce4e5b9ull + 0x94d049bb133111ebull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double unit(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }  // [0, 1)
+
+Array Array::random_uniform(Shape shape, DType dtype, uint64_t seed, double lo, double hi) {
+  Array a(dtype, std::move(shape));
+  dispatch_dtype(dtype, [&]<class T>() {
+    T* p = a.mutable_data_as<T>();
+    for (int64_t i = 0; i < a.size(); ++i)
+      p[i] = from_double<T>(lo + (hi - lo) * unit(mix(seed, static_cast<uint64_t>(i))));
+  });
+  return a;
+}
+
+Array Array::random_normal(Shape shape, DType dtype, uint64_t seed) {
+  Array a(dtype, std::move(shape));
+  dispatch_dtype(dtype, [&]<class T>() {
+    T* p = a.mutable_data_as<T>();
+    for (int64_t i = 0; i < a.size(); ++i) {
+      // Box-Muller on two independent uniforms per element.
+      double u1 = 1.0 - unit(mix(seed, 2 * static_cast<uint64_t>(i)));
+      double u2 = unit(mix(seed, 2 * static_cast<uint64_t>(i) + 1));
+      p[i] = from_double<T>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+    }
+  });
+  return a;
+}
+
+double Array::item() const {
+  double v = 0;
+  dispatch_dtype(dtype_, [&]<class T>() { v = to_double(data_as<T>()[0]); });
+  return v;
+}
+
+int64_t Array::item_int() const {
+  int64_t v = 0;
+  dispatch_dtype(dtype_, [&]<class T>() {
+    if constexpr (is_float_storage_v<T>) v = from_double<int64_t>(to_double(data_as<T>()[0]));
+    else v = static_cast<int64_t>(data_as<T>()[0]);
+  });
+  return v;
+}
+
+Array Array::astype(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  Array out(dtype, shape_);
+  detail::convert_elements(dtype_, data(), dtype, out.mutable_data(), size_);
+  return out;
+}
+
+Array Array::reshape(Shape shape, std::source_location loc) const {
+  if (num_elements(shape) != size_)
+    throw UserError("Array::reshape: the new shape has a different number of elements",
+                    fmt::format("{} ({} elements) to {} ({} elements)", shape_tuple_str(shape_), size_,
+                                shape_tuple_str(shape), num_elements(shape)),
+                    "keep the product of the dimensions unchanged", loc);
+  Array out = *this;
+  out.shape_ = std::move(shape);
+  return out;
+}
+
+std::array<int64_t, 2> Array::shape2(std::source_location loc) const {
+  if (shape_.size() != 2)
+    throw UserError("Array::shape2: the array is not 2-D", fmt::format("shape {}", shape_tuple_str(shape_)),
+                    "use shape() for arrays of other ranks", loc);
+  return {shape_[0], shape_[1]};
+}
+
+std::string Array::element_string(int64_t i) const {
+  std::string s;
+  dispatch_dtype(dtype_, [&]<class T>() {
+    T v = data_as<T>()[i];
+    if constexpr (std::is_same_v<T, bool>) s = v ? "True" : "False";
+    else if constexpr (is_float_storage_v<T>) s = fmt::format("{:.6g}", to_double(v));
+    else s = fmt::format("{}", static_cast<int64_t>(v));
+  });
+  return s;
+}
+
+std::string Array::to_string(int64_t edge) const {
+  std::string out = fmt::format("{}[{}] ", dtype_name(dtype_), fmt::join(shape_, ","));
+  if (shape_.empty()) return out + element_string(0);
+  // Recursive numpy-style printing with summarisation of long dims.
+  std::vector<int64_t> strides(shape_.size(), 1);
+  for (int64_t d = rank() - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape_[d + 1];
+  auto rec = [&](auto&& self, size_t dim, int64_t base) -> std::string {
+    std::string s = "[";
+    int64_t n = shape_[dim];
+    for (int64_t i = 0; i < n; ++i) {
+      if (n > 2 * edge && i == edge) {
+        s += "..., ";
+        i = n - edge - 1;
+        continue;
+      }
+      s += dim + 1 == shape_.size() ? element_string(base + i) : self(self, dim + 1, base + i * strides[dim]);
+      if (i + 1 < n) s += ", ";
+    }
+    return s + "]";
+  };
+  return out + rec(rec, 0, 0);
+}
+
+static bool same_shape(const Array& a, const Array& b) { return a.shape() == b.shape(); }
+
+bool allclose(const Array& a, const Array& b, double rtol, double atol) {
+  if (!same_shape(a, b)) return false;
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) || std::isnan(y[i])) return false;
+    if (std::isinf(x[i]) || std::isinf(y[i])) {
+      if (x[i] != y[i]) return false;
+      continue;
+    }
+    if (std::abs(x[i] - y[i]) > atol + rtol * std::abs(y[i])) return false;
+  }
+  return true;
+}
+
+double max_abs_diff(const Array& a, const Array& b) {
+  if (!same_shape(a, b)) return std::numeric_limits<double>::infinity();
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double d = std::abs(x[i] - y[i]);
+    if (std::isnan(d)) return std::numeric_limits<double>::quiet_NaN();
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+}  // namespace tessera

@@ -1,0 +1,232 @@
+#include "runtime/interpreter.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <memory>
+
+#include "dsl/ir/printer.h"
+#include "runtime/block_ops.h"
+
+namespace tessera::rt {
+
+using ir::OpKind;
+
+struct Interpreter::Frame {
+  CoreContext& ctx;
+  std::vector<Value> env;                        // by ValueId
+  std::vector<std::unique_ptr<Buffer>> buffers;  // alloc'd buffers, freed with their region
+};
+
+namespace {
+
+const Array& tensor(const Value& v) { return std::get<Array>(v); }
+const RefView& ref(const Value& v) { return std::get<RefView>(v); }
+int64_t as_int(const Value& v) { return tensor(v).item_int(); }
+
+std::string format_print(const std::string& fmt_string, const std::vector<const Array*>& values) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < fmt_string.size(); ++i) {
+    if (fmt_string[i] == '{' && i + 1 < fmt_string.size() && fmt_string[i + 1] == '}') {
+      if (next >= values.size()) out += "{}";
+      else out += values[next]->rank() == 0 ? values[next]->element_string(0) : values[next]->to_string();
+      ++next;
+      ++i;
+    } else {
+      out += fmt_string[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Interpreter::Interpreter(const ir::Function& fn, InterpretOptions options) : fn_(fn), options_(options) {}
+
+void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
+  Frame frame{ctx, std::vector<Value>(fn_.values.size()), {}};
+  exec_region(frame, fn_.body, std::move(params));
+}
+
+std::vector<Value> Interpreter::exec_region(Frame& frame, ir::RegionId region, std::vector<Value> args) const {
+  const ir::Region& r = fn_.regions[region];
+  for (size_t i = 0; i < r.args.size(); ++i) frame.env[r.args[i]] = std::move(args[i]);
+  const size_t buffers_before = frame.buffers.size();
+  std::vector<Value> yielded;
+  for (ir::OpId id : r.ops) {
+    const ir::Op& op = fn_.ops[id];
+    if (op.kind == OpKind::Yield) {
+      for (ir::ValueId v : op.operands) yielded.push_back(frame.env[v]);
+      break;
+    }
+    try {
+      exec_op(frame, op);
+    } catch (const Fault& f) {
+      throw RuntimeError(f.what(), frame.ctx.point, op.loc);
+    }
+  }
+  frame.buffers.resize(buffers_before);  // allocations end with their region
+  return yielded;
+}
+
+void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
+  auto& env = frame.env;
+  auto in = [&](size_t i) -> const Value& { return env[op.operands[i]]; };
+  auto set = [&](Value v) { env[op.results[0]] = std::move(v); };
+  auto result_type = [&]() -> const Type& { return fn_.type(op.results[0]); };
+
+  switch (op.kind) {
+    case OpKind::Constant:
+      set(splat(std::get<ir::Literal>(op.attr), result_type().dtype, result_type().shape));
+      return;
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Rem:
+    case OpKind::Pow:
+    case OpKind::Max:
+    case OpKind::Min:
+    case OpKind::And:
+    case OpKind::Or:
+    case OpKind::Xor:
+    case OpKind::Eq:
+    case OpKind::Ne:
+    case OpKind::Lt:
+    case OpKind::Le:
+    case OpKind::Gt:
+    case OpKind::Ge:
+      set(binary(op.kind, tensor(in(0)), tensor(in(1))));
+      return;
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Not:
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Tanh:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Logistic:
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::Floor:
+    case OpKind::Ceil:
+      set(unary(op.kind, tensor(in(0))));
+      return;
+    case OpKind::Cast:
+      set(tensor(in(0)).astype(result_type().dtype));
+      return;
+    case OpKind::Select:
+      set(select(tensor(in(0)), tensor(in(1)), tensor(in(2))));
+      return;
+    case OpKind::Iota:
+      set(iota(result_type().dtype, result_type().shape, std::get<int64_t>(op.attr)));
+      return;
+    case OpKind::BroadcastTo:
+      set(broadcast_to(tensor(in(0)), result_type().shape));
+      return;
+    case OpKind::Reshape:
+      set(tensor(in(0)).reshape(result_type().shape));
+      return;
+    case OpKind::Transpose:
+      set(transpose(tensor(in(0)), std::get<std::vector<int64_t>>(op.attr)));
+      return;
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin:
+      set(reduce(op.kind, tensor(in(0)), std::get<std::vector<int64_t>>(op.attr)));
+      return;
+    case OpKind::DotGeneral:
+      set(dot_general(tensor(in(0)), tensor(in(1)), std::get<ir::DotAttr>(op.attr), result_type().dtype));
+      return;
+    case OpKind::Alloc: {
+      const Type& t = result_type();
+      frame.buffers.push_back(
+          make_buffer(std::get<std::string>(op.attr), t.dtype, t.shape, t.space, options_.zero_uninitialized));
+      set(RefView::whole(*frame.buffers.back()));
+      return;
+    }
+    case OpKind::View: {
+      std::vector<int64_t> starts;
+      for (size_t i = 1; i < op.operands.size(); ++i) starts.push_back(as_int(in(i)));
+      set(view(ref(in(0)), starts, std::get<ir::ViewAttr>(op.attr)));
+      return;
+    }
+    case OpKind::Load:
+      if (op.operands.size() == 1) set(load(ref(in(0))));
+      else
+        set(load_masked(ref(in(0)), tensor(in(1)), op.operands.size() > 2 ? &tensor(in(2)) : nullptr,
+                        options_.zero_uninitialized));
+      return;
+    case OpKind::Store:
+      if (op.operands.size() == 2) store(ref(in(0)), tensor(in(1)));
+      else store_masked(ref(in(0)), tensor(in(1)), tensor(in(2)));
+      return;
+    case OpKind::If: {
+      const bool c = tensor(in(0)).data_as<bool>()[0];
+      std::vector<Value> results = exec_region(frame, op.regions[c ? 0 : 1], {});
+      for (size_t i = 0; i < op.results.size(); ++i) env[op.results[i]] = std::move(results[i]);
+      return;
+    }
+    case OpKind::For: {
+      const Value& lb = in(0);
+      const int64_t lo = as_int(lb), hi = as_int(in(1)), step = as_int(in(2));
+      if (step <= 0) throw Fault(fmt::format("loop step must be positive, got {}", step));
+      const DType iv_type = tensor(lb).dtype();
+      std::vector<Value> carried;
+      for (size_t i = 3; i < op.operands.size(); ++i) carried.push_back(in(i));
+      for (int64_t iv = lo; iv < hi; iv += step) {
+        std::vector<Value> args;
+        args.reserve(carried.size() + 1);
+        args.push_back(Array::scalar(static_cast<double>(iv), iv_type));
+        for (Value& c : carried) args.push_back(std::move(c));
+        carried = exec_region(frame, op.regions[0], std::move(args));
+      }
+      for (size_t i = 0; i < op.results.size(); ++i) env[op.results[i]] = std::move(carried[i]);
+      return;
+    }
+    case OpKind::GridPoint: {
+      if (frame.ctx.launch.cancelled()) throw Cancelled{};
+      auto& point = frame.ctx.point.grid_point;
+      point.resize(op.operands.size());
+      for (size_t i = 0; i < op.operands.size(); ++i) point[i] = as_int(in(i));
+      return;
+    }
+    case OpKind::FetchBlock:
+    case OpKind::WritebackBlock: {
+      const auto& attr = std::get<ir::BlockCopyAttr>(op.attr);
+      std::vector<int64_t> starts;
+      for (size_t i = 2; i < op.operands.size(); ++i) starts.push_back(as_int(in(i)));
+      if (op.kind == OpKind::FetchBlock) {
+        fetch_block(ref(in(0)), ref(in(1)), starts, options_.zero_uninitialized, attr.name);
+        return;
+      }
+      writeback_block(ref(in(0)), ref(in(1)), starts, attr.name);
+      if (!attr.aliased && !frame.ctx.launch.record_writeback(attr.name, starts))
+        throw Fault(fmt::format(
+            "{} is revisited non-consecutively: its block at element offset ({}) is written back a second time, after "
+            "the grid moved on to other blocks in between, so the earlier result is overwritten instead of "
+            "accumulated. Make the grid axes along which the block stays the same the innermost ones (and mark "
+            "them arbitrary), or give each grid step its own output block",
+            attr.name, fmt::join(starts, ", ")));
+      return;
+    }
+    case OpKind::DebugPrint: {
+      std::vector<const Array*> values;
+      for (size_t i = 0; i < op.operands.size(); ++i) values.push_back(&tensor(in(i)));
+      debug_print_line(fmt::format("[{}] {}", frame.ctx.point.str(),
+                                   format_print(std::get<std::string>(op.attr), values)));
+      return;
+    }
+    case OpKind::ProgramId:
+    case OpKind::NumPrograms:
+    case OpKind::Pipeline:
+    case OpKind::Yield:
+      break;
+  }
+  throw InternalError("interpreter", fmt::format("`{}` must be lowered before it runs", ir::mnemonic(op.kind)),
+                      ir::print(fn_));
+}
+
+}  // namespace tessera::rt

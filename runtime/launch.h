@@ -1,0 +1,70 @@
+// Launching a kernel over a grid: splitting the row-major step order over cores (DESIGN.md §4.11),
+// running the cores on threads, and the state the cores of one launch share (the output blocks
+// already written back, cancellation after a failure, debug printing).
+//
+// Runtime layer. Backends run one core's steps; this file decides which steps and collects errors.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dsl/ir/diagnostics.h"
+#include "dsl/ir/ir.h"
+
+namespace tessera::rt {
+
+// Steps [lo, hi) of the grid's row-major order.
+struct StepRange {
+  int64_t lo = 0;
+  int64_t hi = 0;
+};
+
+// Splits the grid over `num_cores`: the parallel dims (a prefix of the grid) are divided into
+// contiguous chunks of ceil(P / cores) parallel points each (P = product of the parallel dims), and
+// every chunk takes all steps of the arbitrary dims under it. Cores beyond the work get empty
+// ranges. Without parallel dims everything runs on core 0.
+std::vector<StepRange> split_steps(const std::vector<int64_t>& grid, const std::vector<ir::DimSemantics>& semantics,
+                                   int num_cores);
+
+// The row-major grid point of a step.
+std::vector<int64_t> grid_point_of(const std::vector<int64_t>& grid, int64_t step);
+
+// Thrown inside a core whose launch was cancelled by another core's failure; never escapes run_cores.
+struct Cancelled {};
+
+// State shared by the cores of one launch.
+class Launch {
+ public:
+  explicit Launch(int device) : device_(device) {}
+
+  int device() const { return device_; }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+
+  // Records that the output block at these element starts was written back. Returns false when it
+  // already was in this launch: a non-consecutive revisit.
+  bool record_writeback(const std::string& output, const std::vector<int64_t>& starts);
+
+ private:
+  int device_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mutex_;
+  std::map<std::string, std::set<std::vector<int64_t>>> written_;
+};
+
+// Runs body(core) for every core, each on its own thread (core 0 on the caller's). When a core
+// throws, the launch is cancelled and, after all cores stopped, the failure of the lowest failing
+// core is rethrown.
+void run_cores(Launch& launch, int num_cores, const std::function<void(int core)>& body);
+
+// Where debug_print output goes: stdout unless a sink is set (tests capture it). Thread-safe.
+void set_debug_print_sink(std::function<void(std::string_view)> sink);
+void debug_print_line(std::string_view line);
+
+}  // namespace tessera::rt

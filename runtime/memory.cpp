@@ -1,0 +1,205 @@
+#include "runtime/memory.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace tessera::rt {
+
+namespace {
+
+std::vector<int64_t> row_major_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int64_t d = static_cast<int64_t>(s.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * s[d + 1];
+  return st;
+}
+
+// Copies an N-d box of `shape` between two strided layouts (strides in elements).
+void copy_box(std::byte* dst, const std::vector<int64_t>& dst_strides, const std::byte* src,
+              const std::vector<int64_t>& src_strides, const Shape& shape, int64_t es) {
+  if (num_elements(shape) == 0) return;
+  const size_t rank = shape.size();
+  if (rank == 0) {
+    std::memcpy(dst, src, static_cast<size_t>(es));
+    return;
+  }
+  const int64_t inner = shape[rank - 1];
+  const bool contiguous = dst_strides[rank - 1] == 1 && src_strides[rank - 1] == 1;
+  std::vector<int64_t> idx(rank, 0);
+  const int64_t rows = num_elements(shape) / inner;
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t so = 0, dof = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) {
+      so += idx[d] * src_strides[d];
+      dof += idx[d] * dst_strides[d];
+    }
+    if (contiguous) {
+      std::memcpy(dst + dof * es, src + so * es, static_cast<size_t>(inner * es));
+    } else {
+      for (int64_t i = 0; i < inner; ++i)
+        std::memcpy(dst + (dof + i * dst_strides[rank - 1]) * es, src + (so + i * src_strides[rank - 1]) * es,
+                    static_cast<size_t>(es));
+    }
+    for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+bool is_contiguous(const RefView& r) { return r.strides == row_major_strides(r.shape); }
+
+void fill_poison(const RefView& r, bool zero) {
+  dispatch_dtype(r.buffer->dtype, [&]<class T>() {
+    const T v = poison_value<T>(zero);
+    if (is_contiguous(r)) {
+      T* p = reinterpret_cast<T*>(r.address(0));
+      std::fill(p, p + num_elements(r.shape), v);
+      return;
+    }
+    // Broadcast one element over the view's box (source strides all zero).
+    Array one(r.buffer->dtype, {});
+    *one.mutable_data_as<T>() = v;
+    copy_box(r.address(0), r.strides, one.data(), std::vector<int64_t>(r.shape.size(), 0), r.shape,
+             dtype_size(r.buffer->dtype));
+  });
+}
+
+}  // namespace
+
+Buffer::Buffer(std::string name_, Array array, MemorySpace space_, bool writable)
+    : name(std::move(name_)), dtype(array.dtype()), shape(array.shape()), space(space_), storage_(std::move(array)) {
+  read_only_ = !writable;
+  // A writable buffer gets storage of its own (copy-on-write); a read-only one reads the array in place.
+  data_ = writable ? storage_.mutable_data() : const_cast<std::byte*>(storage_.data());
+}
+
+std::byte* Buffer::writable_data() {
+  if (read_only_) throw Fault(fmt::format("`{}` is read-only in this kernel", name));
+  return data_;
+}
+
+std::unique_ptr<Buffer> make_buffer(std::string name, DType dtype, Shape shape, MemorySpace space, bool zero_fill) {
+  auto b = std::make_unique<Buffer>(std::move(name), Array(dtype, std::move(shape)), space, true);
+  if (!zero_fill) fill_poison(RefView::whole(*b), false);
+  return b;
+}
+
+RefView RefView::whole(Buffer& b) { return RefView{&b, 0, b.shape, row_major_strides(b.shape)}; }
+
+const std::byte* RefView::read_address(int64_t element_offset) const {
+  return buffer->data() + (offset + element_offset) * dtype_size(buffer->dtype);
+}
+std::byte* RefView::address(int64_t element_offset) const {
+  return buffer->writable_data() + (offset + element_offset) * dtype_size(buffer->dtype);
+}
+
+RefView view(const RefView& ref, std::span<const int64_t> starts, const ir::ViewAttr& attr) {
+  RefView out{ref.buffer, ref.offset, {}, {}};
+  for (size_t d = 0; d < attr.dims.size(); ++d) {
+    const ir::ViewDim& dim = attr.dims[d];
+    const int64_t start = starts[d];
+    const int64_t extent = ref.shape[d];
+    if (dim.squeeze) {
+      if (start < 0 || start >= extent)
+        throw Fault(fmt::format("out-of-bounds index into `{}`: index {} in dimension {} of a ref of shape {}; valid "
+                                "indices are [0, {})",
+                                ref.buffer->name, start, d, shape_tuple_str(ref.shape), extent));
+    } else {
+      const int64_t last = start + (dim.size - 1) * dim.stride;
+      if (dim.size > 0 && (start < 0 || last >= extent))
+        throw Fault(fmt::format("out-of-bounds slice of `{}`: ds({}, {}{}) in dimension {} of a ref of shape {} "
+                                "reaches element {}; valid elements are [0, {})",
+                                ref.buffer->name, start, dim.size, dim.stride == 1 ? "" : fmt::format(", {}", dim.stride),
+                                d, shape_tuple_str(ref.shape), start < 0 ? start : last, extent));
+      out.shape.push_back(dim.size);
+      out.strides.push_back(ref.strides[d] * dim.stride);
+    }
+    out.offset += start * ref.strides[d];
+  }
+  return out;
+}
+
+Array load(const RefView& ref) {
+  Array out(ref.buffer->dtype, ref.shape);
+  if (is_contiguous(ref)) {
+    std::memcpy(out.mutable_data(), ref.read_address(0), static_cast<size_t>(out.nbytes()));
+    return out;
+  }
+  copy_box(out.mutable_data(), row_major_strides(ref.shape), ref.read_address(0), ref.strides, ref.shape,
+           dtype_size(ref.buffer->dtype));
+  return out;
+}
+
+void store(const RefView& ref, const Array& value) {
+  if (is_contiguous(ref)) {
+    std::memcpy(ref.address(0), value.data(), static_cast<size_t>(value.nbytes()));
+    return;
+  }
+  copy_box(ref.address(0), ref.strides, value.data(), row_major_strides(ref.shape), ref.shape,
+           dtype_size(ref.buffer->dtype));
+}
+
+Array load_masked(const RefView& ref, const Array& mask, const Array* other, bool zero_poison) {
+  Array loaded = load(ref);
+  Array out(ref.buffer->dtype, ref.shape);
+  const bool* m = mask.data_as<bool>();
+  dispatch_dtype(ref.buffer->dtype, [&]<class T>() {
+    const T* src = loaded.data_as<T>();
+    const T* alt = other ? other->data_as<T>() : nullptr;
+    T* dst = out.mutable_data_as<T>();
+    const T poison = poison_value<T>(zero_poison);
+    for (int64_t i = 0; i < out.size(); ++i) dst[i] = m[i] ? src[i] : alt ? alt[i] : poison;
+  });
+  return out;
+}
+
+void store_masked(const RefView& ref, const Array& value, const Array& mask) {
+  Array merged = load(ref);
+  const bool* m = mask.data_as<bool>();
+  dispatch_dtype(ref.buffer->dtype, [&]<class T>() {
+    const T* src = value.data_as<T>();
+    T* dst = merged.mutable_data_as<T>();
+    for (int64_t i = 0; i < merged.size(); ++i)
+      if (m[i]) dst[i] = src[i];
+  });
+  store(ref, merged);
+}
+
+// The part of a block window at `starts` that lies inside the array; faults when the window starts
+// outside it.
+static Shape in_bounds_box(const RefView& array, const Shape& block, std::span<const int64_t> starts,
+                           const std::string& what) {
+  Shape box(block.size());
+  for (size_t d = 0; d < block.size(); ++d) {
+    if (starts[d] < 0 || starts[d] >= array.shape[d])
+      throw Fault(fmt::format("block of {} out of bounds: the window starts at element ({}) but the array has shape {}; "
+                              "dimension {} starts at {}, valid starts are [0, {}). Check the index map: it returns "
+                              "block indices, which are multiplied by the block shape",
+                              what, fmt::join(starts, ", "), shape_tuple_str(array.shape), d, starts[d], array.shape[d]));
+    box[d] = std::min(block[d], array.shape[d] - starts[d]);
+  }
+  return box;
+}
+
+void fetch_block(const RefView& array, const RefView& block, std::span<const int64_t> starts, bool zero_poison,
+                 const std::string& what) {
+  Shape box = in_bounds_box(array, block.shape, starts, what);
+  if (box != block.shape) fill_poison(block, zero_poison);
+  int64_t src_off = 0;
+  for (size_t d = 0; d < starts.size(); ++d) src_off += starts[d] * array.strides[d];
+  copy_box(block.address(0), block.strides, array.read_address(src_off), array.strides, box,
+           dtype_size(array.buffer->dtype));
+}
+
+void writeback_block(const RefView& block, const RefView& array, std::span<const int64_t> starts,
+                     const std::string& what) {
+  Shape box = in_bounds_box(array, block.shape, starts, what);
+  int64_t dst_off = 0;
+  for (size_t d = 0; d < starts.size(); ++d) dst_off += starts[d] * array.strides[d];
+  copy_box(array.address(dst_off), array.strides, block.read_address(0), block.strides, box,
+           dtype_size(array.buffer->dtype));
+}
+
+}  // namespace tessera::rt

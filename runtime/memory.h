@@ -1,0 +1,88 @@
+// Kernel-visible memory: buffers (an HBM array, a VMEM block buffer, scratch, an SMEM table), strided
+// views of them (what a ref is at run time), and the loads, stores and block copies on views. Every
+// access is bounds-checked; a violation throws Fault, which the executing backend turns into a
+// RuntimeError with the device, core, grid point and source line.
+//
+// Runtime layer.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dsl/ir/ir.h"
+#include "runtime/array.h"
+
+namespace tessera::rt {
+
+// A failed check while a kernel runs; the backend adds where it happened.
+class Fault : public std::exception {
+ public:
+  explicit Fault(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
+class Buffer {
+ public:
+  // Over the array's elements. A writable buffer has storage of its own (the array is copied if it
+  // is shared, so a caller's array never changes); a read-only one reads the array in place and
+  // faults on writes.
+  Buffer(std::string name, Array array, MemorySpace space, bool writable);
+  // Refs point into a buffer, so it never moves.
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  std::string name;  // "input 0", "scratch 1", "block of input 0": used in errors
+  DType dtype;
+  Shape shape;
+  MemorySpace space;
+
+  const std::byte* data() const { return data_; }
+  std::byte* writable_data();
+  // The elements as an array (shares storage; valid after the kernel finished writing).
+  const Array& array() const { return storage_; }
+
+ private:
+  Array storage_;
+  std::byte* data_ = nullptr;
+  bool read_only_ = false;
+};
+
+// A writable buffer of this type whose elements are the poison value (or zero).
+std::unique_ptr<Buffer> make_buffer(std::string name, DType dtype, Shape shape, MemorySpace space, bool zero_fill);
+
+// A ref at run time: a strided window of a buffer.
+struct RefView {
+  Buffer* buffer = nullptr;
+  int64_t offset = 0;             // elements from the start of the buffer
+  Shape shape;
+  std::vector<int64_t> strides;   // in elements, one per dim
+
+  static RefView whole(Buffer& b);
+  const std::byte* read_address(int64_t element_offset) const;
+  std::byte* address(int64_t element_offset) const;  // faults on read-only buffers
+};
+
+// The window `attr` of `ref` at these starts (one per dim of ref). Faults when out of range.
+RefView view(const RefView& ref, std::span<const int64_t> starts, const ir::ViewAttr& attr);
+Array load(const RefView& ref);
+// Elements where mask is false come from `other`, or are the poison value when other is null.
+Array load_masked(const RefView& ref, const Array& mask, const Array* other, bool zero_poison);
+void store(const RefView& ref, const Array& value);
+void store_masked(const RefView& ref, const Array& value, const Array& mask);
+
+// Block copies of the pipeline (DESIGN.md §4.2-5): `block` has the window's full-rank shape.
+// fetch: array window at `starts` -> block, out-of-array elements poisoned; faults unless
+// 0 <= start < dim in every dim (at least one element in bounds).
+void fetch_block(const RefView& array, const RefView& block, std::span<const int64_t> starts, bool zero_poison,
+                 const std::string& what);
+// writeback: block -> array window at `starts`, out-of-array elements dropped.
+void writeback_block(const RefView& block, const RefView& array, std::span<const int64_t> starts,
+                     const std::string& what);
+
+}  // namespace tessera::rt

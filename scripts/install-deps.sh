@@ -1,0 +1,26 @@
+#!/bin/sh
+# Installs the Debian packages tessera needs to build and test, and only those that are missing.
+# Safe to run again: when everything is present it does nothing but check.
+set -eu
+
+packages="cmake ninja-build g++ llvm-19-dev libzstd-dev libboost-dev libfmt-dev doctest-dev"
+# OpenBLAS is only a benchmark baseline; the library never links it.
+packages="$packages libopenblas-dev"
+
+missing=""
+for p in $packages; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+
+if [ -z "$missing" ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+echo "install-deps: installing$missing"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,325 @@
+// Every user-facing error of the front end: its type, and a message that says what is wrong, what
+// was given, how to fix it, and where.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include "tests/support/kernels.h"
+
+using namespace tessera;
+namespace pl = tessera;
+using doctest::Contains;
+
+namespace {
+
+// Traces `kernel` over one f32 input of `shape` with whole-array blocks and runs it.
+void trace1(const std::function<void(pl::Ref, pl::Ref)>& kernel, pl::Shape shape = {8, 8}, pl::DType dtype = pl::f32) {
+  pl::pallas_call(kernel, pl::GridSpec{}, pl::ShapeDtype(shape, dtype), testing::interpret())(pl::Array::zeros(shape, dtype));
+}
+
+void copy_kernel(pl::Ref x, pl::Ref o) { o() = x(); }
+
+pl::BlockSpec row_spec() {
+  return pl::BlockSpec({8}, [](pl::Value i) { return pl::idx(i); });
+}
+
+}  // namespace
+
+TEST_SUITE("errors") {
+  TEST_CASE("errors: messages have what, given, fix and the user's line") {
+    int line = 0;
+    try {
+      trace1([&](pl::Ref x, pl::Ref o) {
+        line = __LINE__ + 1;
+        o() = x() + pl::zeros({3}, pl::f32);
+      });
+      FAIL("expected a UserError");
+    } catch (const UserError& e) {
+      CHECK(e.problem() == "operator+: operand shapes do not broadcast");
+      CHECK(e.given() == "a (8, 8) block of f32 and a (3,) block of f32");
+      CHECK(e.fix().find("numpy broadcasting") != std::string::npos);
+      CHECK(e.loc().line == static_cast<uint32_t>(line));
+      CHECK(std::string(e.what()).find(fmt::format("errors_test.cpp:{}", line)) != std::string::npos);
+      CHECK(std::string(e.what()).find("\n  given: ") != std::string::npos);
+      CHECK(std::string(e.what()).find("\n  fix:   ") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("errors: DSL calls outside a kernel") {
+    CHECK_THROWS_WITH_AS(pl::program_id(0), Contains("pl::program_id was called while no kernel is being traced"), UserError);
+    CHECK_THROWS_WITH_AS(pl::zeros({2}, pl::f32), Contains("no kernel is being traced"), UserError);
+  }
+
+  TEST_CASE("errors: grid queries") {
+    auto kernel = [](pl::Ref o) { o() = pl::program_id(2).astype(pl::f32) + pl::zeros_like(o); };
+    auto call = pl::pallas_call(kernel, pl::GridSpec{.grid = {2, 2}}, pl::ShapeDtype({1}, pl::f32));
+    CHECK_THROWS_WITH_AS(call(), Contains("pl::program_id: axis 2 is out of range for the grid"), UserError);
+    CHECK_THROWS_WITH_AS(call(), Contains("a grid of 2 dims ((2, 2))"), UserError);
+    auto none = pl::pallas_call([](pl::Ref o) { o() = pl::num_programs(0).astype(pl::f32) + pl::zeros_like(o); }, pl::GridSpec{},
+                                pl::ShapeDtype({1}, pl::f32));
+    CHECK_THROWS_WITH_AS(none(), Contains("this grid has no axes"), UserError);
+  }
+
+  TEST_CASE("errors: loads and stores by memory space") {
+    auto from_any = [](pl::Ref x, pl::Ref o) { o() = x(); };
+    auto call = pl::pallas_call(from_any, pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}}, pl::ShapeDtype({4}, pl::f32));
+    CHECK_THROWS_WITH_AS(call(pl::Array::zeros({4}, pl::f32)), Contains("cannot load from a ref in memory space ANY"), UserError);
+    CHECK_THROWS_WITH_AS(call(pl::Array::zeros({4}, pl::f32)), Contains("reachable only by DMA"), UserError);
+    auto to_any = [](pl::Ref x, pl::Ref o) { o() = x(); };
+    auto call2 = pl::pallas_call(to_any, pl::GridSpec{.out_specs = {pl::BlockSpec(pl::HBM)}}, pl::ShapeDtype({4}, pl::f32));
+    CHECK_THROWS_WITH_AS(call2(pl::Array::zeros({4}, pl::f32)), Contains("memory space HBM"), UserError);
+    auto smem_block = [](pl::Ref t, pl::Ref o) { o() = t().astype(pl::f32); };
+    auto call3 = pl::pallas_call(smem_block, pl::GridSpec{.in_specs = {pl::BlockSpec(pl::SMEM)}}, pl::ShapeDtype({4}, pl::f32));
+    CHECK_THROWS_WITH_AS(call3(pl::Array::zeros({4}, pl::i32)), Contains("cannot load from a block in SMEM: SMEM holds scalars only"),
+                         UserError);
+  }
+
+  TEST_CASE("errors: stores must match the window") {
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = x().astype(pl::bf16); }),
+                         Contains("the stored value's dtype differs from the ref's"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = x().astype(pl::bf16); }), Contains(".astype(pl::f32)"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(pl::ds(0, 4)) = x(); }),
+                         Contains("the stored value's shape differs from the ref window's"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = x() + 0 * 1.5; }, {8, 8}, pl::i32),
+                         Contains("the stored value's dtype differs"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref, pl::Ref o) { o() = 1.5; }, {8}, pl::i32),
+                         Contains("storing a float literal into an integer ref"), UserError);
+  }
+
+  TEST_CASE("errors: indexing refs") {
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = x(0, 0, 0); }), Contains("too many indices for the ref"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(0) = x(pl::ds(6, 4), 0); }),
+                         Contains("a static index or slice is out of bounds"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(0) = x(pl::ds(6, 4), 0); }),
+                         Contains("ds(6, 4) reaches element 9 of dim 0, which has 8 elements"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(0) = x(pl::ds(0, 4, 0), 0); }),
+                         Contains("pl::ds needs a size >= 0 and a stride >= 1"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(0) = x(-1); }), Contains("out of bounds"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(0) = x(pl::ds(x(0, 0), 8), 0); }),
+                         Contains("a ref index must be an integer scalar"), UserError);
+  }
+
+  TEST_CASE("errors: operand types of arithmetic and logic") {
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = (x() & 1).astype(pl::f32); }),
+                         Contains("operator& needs bool or integer operands"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = ((x() > 0) + (x() > 1)).astype(pl::f32); }),
+                         Contains("operator+ needs numeric operands, not bool"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = (x() && x()).astype(pl::f32); }),
+                         Contains("operator&& needs bool operands"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = (~x()); }), Contains("operator~ needs a bool or integer operand"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = (-(x() > 0)).astype(pl::f32); }),
+                         Contains("negation needs a numeric operand, not bool"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::abs(x() > 0).astype(pl::f32); }),
+                         Contains("pl::abs needs a numeric operand"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::where(x(), x(), x()); }),
+                         Contains("pl::where needs a bool condition"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::where(pl::zeros({3}, pl::bool_), x(), x()); }),
+                         Contains("pl::where: the condition and the values do not broadcast"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::floor_divide(x() > 0, x() > 0).astype(pl::f32); }),
+                         Contains("pl::floor_divide needs numeric operands"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::mod(x() > 0, x() > 0).astype(pl::f32); }),
+                         Contains("pl::mod needs numeric operands"), UserError);
+  }
+
+  TEST_CASE("errors: shapes of layout ops, constructors and reductions") {
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::reshape(x(), {3, 3}); }),
+                         Contains("pl::reshape: the new shape has a different number of elements"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::transpose(x(), {0, 0}); }),
+                         Contains("pl::transpose: perm must list every dim exactly once"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::swapaxes(x(), 0, 2); }),
+                         Contains("pl::swapaxes: axis out of range"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::broadcast_to(x(), {8, 4}); }),
+                         Contains("pl::broadcast_to: cannot broadcast a (8, 8) block of f32 to shape (8, 4)"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = x() + pl::iota({8, 8}, 2, pl::f32); }),
+                         Contains("pl::iota: the dimension must be one of the shape's dims"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = x() + pl::iota({8, 8}, 0, pl::bool_).astype(pl::f32); }),
+                         Contains("pl::iota: the dtype must be numeric"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = x() + pl::full({-1}, 0, pl::f32); }),
+                         Contains("pl::full: shape dims must be >= 0"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(0) = pl::sum(x(), 2); }), Contains("pl::sum: axis out of range"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(0, 0) = pl::max(x(), {0, 0}); }),
+                         Contains("pl::max: an axis is listed twice"), UserError);
+  }
+
+  TEST_CASE("errors: dot and dot_general") {
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::dot(x(), pl::zeros({4, 8}, pl::f32)); }),
+                         Contains("pl::dot: the contracting dims differ in size"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::dot(x(), pl::zeros({4, 8}, pl::f32)); }),
+                         Contains("dim 1 of a has 8 elements, dim 0 of b has 4"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = x() * pl::dot(x(0, 0), x(0, 0)); }),
+                         Contains("pl::dot needs operands of rank >= 1"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::dot_general(x(), x(), {{{1}, {}}, {{}, {}}}); }),
+                         Contains("dimension lists have different lengths"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::dot_general(x(), x(), {{{2}, {0}}, {{}, {}}}); }),
+                         Contains("lhs dimension 2 is out of range or repeated"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::dot_general(x(), x() > 0, {{{1}, {0}}, {{}, {}}}); }),
+                         Contains("operands must be numeric"), UserError);
+    CHECK_THROWS_WITH_AS(
+        trace1([](pl::Ref x, pl::Ref o) { o(0) = pl::dot_general(x(), pl::zeros({4, 8}, pl::f32), {{{1}, {1}}, {{0}, {0}}}); }),
+        Contains("batch dims differ in size"), UserError);
+  }
+
+  TEST_CASE("errors: control flow") {
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { pl::when(x(0, 0), [&] { o() = x(); }); }),
+                         Contains("pl::when needs a bool scalar condition"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) {
+                           o() = pl::cond(x(0, 0) > 0, [&] { return x(); }, [&] { return x().astype(pl::bf16); }).astype(pl::f32);
+                         }),
+                         Contains("pl::cond: the branches return different types"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) {
+                           o() = pl::fori_loop(0, 3, x(), [&](pl::Value, pl::Value a) { return pl::sum(a); });
+                         }),
+                         Contains("pl::fori_loop: the body returns a carry of another type than the initial one"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) {
+                           o() = x();
+                           pl::loop(0, 3, [&](pl::Value) {}, 0);
+                         }),
+                         Contains("pl::loop: the step must be positive"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) {
+                           o() = x();
+                           pl::loop(0.5, 3, [&](pl::Value) {});
+                         }),
+                         Contains("pl::loop: bounds must be integer scalars"), UserError);
+  }
+
+  TEST_CASE("errors: a value made inside a branch or loop and used outside") {
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) {
+                           pl::Value inner;
+                           pl::when(x(0, 0) > 0, [&] { inner = x() * 2.0f; });
+                           o() = inner;
+                         }),
+                         Contains("a value defined inside a pl::when body is used outside of it"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) {
+                           pl::Value inner;
+                           pl::loop(0, 2, [&](pl::Value i) { inner = i; });
+                           o(0) = inner.astype(pl::f32) + x(0);
+                         }),
+                         Contains("a loop body"), UserError);
+  }
+
+  TEST_CASE("errors: values and refs outlive their trace") {
+    pl::Value leaked;
+    trace1([&](pl::Ref x, pl::Ref o) {
+      leaked = x();
+      o() = x();
+    });
+    CHECK_THROWS_WITH_AS(trace1([&](pl::Ref, pl::Ref o) { o() = leaked; }),
+                         Contains("a value from another kernel's trace"), UserError);
+    pl::Value empty;
+    CHECK_THROWS_WITH_AS(empty.dtype(), Contains("an empty pl::Value is used"), UserError);
+  }
+
+  TEST_CASE("errors: debug_print placeholders") {
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) {
+                           o() = x();
+                           pl::debug_print("{} and {}", x(0, 0));
+                         }),
+                         Contains("the number of {} placeholders differs from the number of values"), UserError);
+  }
+
+  TEST_CASE("errors: pallas_call arity, specs and grid") {
+    pl::Array x = pl::Array::zeros({16}, pl::f32);
+    auto two_specs = pl::pallas_call(copy_kernel, pl::GridSpec{.grid = {2}, .in_specs = {row_spec(), row_spec()}},
+                                     pl::ShapeDtype({16}, pl::f32));
+    CHECK_THROWS_WITH_AS(two_specs(x), Contains("the number of in_specs differs from the number of inputs"), UserError);
+    auto out_specs = pl::pallas_call(copy_kernel, pl::GridSpec{.grid = {2}, .out_specs = {row_spec(), row_spec()}},
+                                     pl::ShapeDtype({16}, pl::f32));
+    CHECK_THROWS_WITH_AS(out_specs(x), Contains("the number of out_specs differs"), UserError);
+    auto three = pl::pallas_call([](pl::Ref, pl::Ref, pl::Ref) {}, pl::GridSpec{}, pl::ShapeDtype({16}, pl::f32));
+    CHECK_THROWS_WITH_AS(three(x), Contains("the kernel takes a different number of refs than the call provides"), UserError);
+    CHECK_THROWS_WITH_AS(three(x), Contains("a kernel of 3 pl::Ref parameter(s); the call provides 2"), UserError);
+    auto negative = pl::pallas_call(copy_kernel, pl::GridSpec{.grid = {-1}}, pl::ShapeDtype({16}, pl::f32));
+    CHECK_THROWS_WITH_AS(negative(x), Contains("grid dims must be >= 0"), UserError);
+    auto sem = pl::pallas_call(copy_kernel, pl::GridSpec{.grid = {2}}, pl::ShapeDtype({16}, pl::f32),
+                               {.compiler_params = {.dimension_semantics = {pl::parallel, pl::parallel}}});
+    CHECK_THROWS_WITH_AS(sem(x), Contains("dimension_semantics must have one entry per grid dim"), UserError);
+    auto prefix = pl::pallas_call(copy_kernel, pl::GridSpec{.grid = {2, 2}}, pl::ShapeDtype({16}, pl::f32),
+                                  {.compiler_params = {.dimension_semantics = {pl::arbitrary, pl::parallel}}});
+    CHECK_THROWS_WITH_AS(prefix(x), Contains("parallel grid dims must come before arbitrary ones"), UserError);
+    auto vmem = pl::pallas_call(copy_kernel, pl::GridSpec{}, pl::ShapeDtype({16}, pl::f32),
+                                {.compiler_params = {.vmem_limit_bytes = 0}});
+    CHECK_THROWS_WITH_AS(vmem(x), Contains("vmem_limit_bytes must be positive"), UserError);
+    auto cores = pl::pallas_call(copy_kernel, pl::GridSpec{}, pl::ShapeDtype({16}, pl::f32),
+                                 {.interpret = pl::InterpretParams{.num_cores_or_threads = 0}});
+    CHECK_THROWS_WITH_AS(cores(x), Contains("num_cores_or_threads must be >= 1"), UserError);
+    auto prefetch = pl::pallas_call(copy_kernel, pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 2}, pl::ShapeDtype({16}, pl::f32));
+    CHECK_THROWS_WITH_AS(prefetch(x), Contains("fewer arguments than scalar-prefetch operands"), UserError);
+  }
+
+  TEST_CASE("errors: block specs") {
+    pl::Array x = pl::Array::zeros({16, 4}, pl::f32);
+    auto rank = pl::pallas_call(copy_kernel, pl::GridSpec{.grid = {2}, .in_specs = {row_spec()}}, pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(rank(x), Contains("the block shape of input 0 has another rank than the array"), UserError);
+    auto out_rank = pl::pallas_call(copy_kernel, pl::GridSpec{.grid = {2}, .out_specs = {row_spec()}},
+                                    pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(out_rank(x), Contains("the block shape of output 0 has another rank"), UserError);
+    auto zero = pl::pallas_call(copy_kernel,
+                                pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({0, 4}, [](pl::Value i) { return pl::idx(i, 0); })}},
+                                pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(zero(x), Contains("block dims of input 0 must be positive"), UserError);
+    auto any_block = pl::pallas_call(
+        copy_kernel,
+        pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({8, 4}, [](pl::Value i) { return pl::idx(i, 0); }, pl::ANY)}},
+        pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(any_block(x), Contains("input 0 is in memory space ANY, which is passed whole"), UserError);
+    auto arity = pl::pallas_call(
+        copy_kernel, pl::GridSpec{.grid = {2, 2}, .in_specs = {pl::BlockSpec({8, 4}, [](pl::Value i) { return pl::idx(i, 0); })}},
+        pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(arity(x), Contains("the index map of input 0 takes 1 parameter(s), but the call passes 2"), UserError);
+    auto count = pl::pallas_call(copy_kernel,
+                                 pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({8, 4}, [](pl::Value i) { return pl::idx(i); })}},
+                                 pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(count(x), Contains("the index map of input 0 returns 1 index(es) for an array of rank 2"), UserError);
+    auto floaty = pl::pallas_call(
+        copy_kernel, pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({8, 4}, [](pl::Value i) { return pl::idx(i, 0.5); })}},
+        pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(floaty(x), Contains("returns a float index"), UserError);
+    auto block_valued = pl::pallas_call(
+        copy_kernel,
+        pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({8, 4}, [](pl::Value i) { return pl::idx(i, pl::zeros({2}, pl::i32)); })}},
+        pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(block_valued(x), Contains("must return integer scalars"), UserError);
+    auto wrong_kind = pl::pallas_call(
+        [](pl::Ref, pl::Ref x, pl::Ref o) { o() = x(); },
+        pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1, .grid = {2},
+                                   .in_specs = {pl::BlockSpec({8, 4}, [](pl::Value i, pl::Value) { return pl::idx(i, 0); })}},
+        pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(wrong_kind(pl::Array::zeros({2}, pl::i32), x),
+                         Contains("index map parameter 1 is declared pl::Value but receives a scalar-prefetch ref"), UserError);
+    auto ref_for_index = pl::pallas_call(
+        copy_kernel, pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({8, 4}, [](pl::Ref) { return pl::idx(0, 0); })}},
+        pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(ref_for_index(x), Contains("declared pl::Ref but receives a grid index"), UserError);
+  }
+
+  TEST_CASE("errors: scratch shapes and aliases") {
+    pl::Array x = pl::Array::zeros({16}, pl::f32);
+    auto scratch = pl::pallas_call([](pl::Ref x, pl::Ref o, pl::Ref) { o() = x(); },
+                                   pl::GridSpec{.scratch_shapes = {pl::ANY({4}, pl::f32)}}, pl::ShapeDtype({16}, pl::f32));
+    CHECK_THROWS_WITH_AS(scratch(x), Contains("scratch must live in VMEM or SMEM"), UserError);
+    auto neg = pl::pallas_call([](pl::Ref x, pl::Ref o, pl::Ref) { o() = x(); },
+                               pl::GridSpec{.scratch_shapes = {pl::VMEM({-4}, pl::f32)}}, pl::ShapeDtype({16}, pl::f32));
+    CHECK_THROWS_WITH_AS(neg(x), Contains("scratch shapes must have non-negative dims"), UserError);
+    auto alias = [&](std::map<int, int> a, pl::ShapeDtype out, int prefetch = 0) {
+      pl::CallOptions o;
+      o.input_output_aliases = std::move(a);
+      if (prefetch)
+        return pl::pallas_call([](pl::Ref, pl::Ref x, pl::Ref o) { o() = x(); },
+                               pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1}, out, o);
+      return pl::pallas_call(copy_kernel, pl::PrefetchScalarGridSpec{}, out, o);
+    };
+    CHECK_THROWS_WITH_AS(alias({{1, 0}}, pl::ShapeDtype({16}, pl::f32))(x), Contains("names an input that does not exist"), UserError);
+    CHECK_THROWS_WITH_AS(alias({{0, 1}}, pl::ShapeDtype({16}, pl::f32))(x), Contains("names an output that does not exist"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(alias({{0, 0}}, pl::ShapeDtype({8}, pl::f32))(x),
+                         Contains("an aliased input and output differ in shape or dtype"), UserError);
+    CHECK_THROWS_WITH_AS(alias({{0, 0}}, pl::ShapeDtype({16}, pl::f32), 1)(pl::Array::zeros({1}, pl::i32), x),
+                         Contains("a scalar-prefetch operand cannot be aliased"), UserError);
+    auto dup = pl::pallas_call([](pl::Ref a, pl::Ref, pl::Ref o) { o() = a(); }, pl::GridSpec{}, pl::ShapeDtype({16}, pl::f32),
+                               {.input_output_aliases = {{0, 0}, {1, 0}}});
+    CHECK_THROWS_WITH_AS(dup(x, x), Contains("two inputs alias the same output"), UserError);
+  }
+}

@@ -1,0 +1,114 @@
+#include <doctest/doctest.h>
+
+#include "dsl/ir/builder.h"
+#include "dsl/ir/verifier.h"
+
+using namespace tessera;
+using namespace tessera::ir;
+
+namespace {
+Type s(DType t) { return Type::scalar(t); }
+}  // namespace
+
+TEST_SUITE("ir") {
+  TEST_CASE("verifier: binary operands must share one type") {
+    Function fn;
+    Builder b(fn, "k");
+    ValueId x = b.add_param(s(DType::i32));
+    ValueId y = b.add_param(s(DType::f32));
+    b.create_value(OpKind::Add, {x, y}, s(DType::i32), {}, {});
+    CHECK_THROWS_WITH_AS(verify(fn, "my_pass"), doctest::Contains("internal error in my_pass: invalid `add` op"), InternalError);
+    CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains("operands must be tensors of one type, got i32 and f32"), InternalError);
+  }
+
+  TEST_CASE("verifier: a value used outside its region is rejected") {
+    Function fn;
+    Builder b(fn, "k");
+    ValueId x = b.add_param(s(DType::i32));
+    RegionId inner = b.create_region({});
+    ValueId hidden;
+    {
+      Builder::RegionScope scope(b, inner);
+      hidden = b.create_value(OpKind::Neg, {x}, s(DType::i32), {}, {});
+      b.create(OpKind::Yield, {}, {}, {}, {});
+    }
+    RegionId other = b.create_region({});
+    {
+      Builder::RegionScope scope(b, other);
+      b.create(OpKind::Yield, {}, {}, {}, {});
+    }
+    ValueId c = b.add_param(s(DType::i1));
+    b.create(OpKind::If, {c}, {}, {}, {}, {inner, other});
+    b.create_value(OpKind::Neg, {hidden}, s(DType::i32), {}, {});
+    CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains("used where it is not defined"), InternalError);
+  }
+
+  TEST_CASE("verifier: if branches must yield the results") {
+    Function fn;
+    Builder b(fn, "k");
+    ValueId c = b.add_param(s(DType::i1));
+    RegionId t = b.create_region({}), e = b.create_region({});
+    {
+      Builder::RegionScope scope(b, t);
+      b.create(OpKind::Yield, {}, {}, {}, {});
+    }
+    {
+      Builder::RegionScope scope(b, e);
+      b.create(OpKind::Yield, {}, {}, {}, {});
+    }
+    b.create(OpKind::If, {c}, {s(DType::f32)}, {}, {}, {t, e});
+    CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains("each branch must yield one value per result"), InternalError);
+  }
+
+  TEST_CASE("verifier: loads from ANY and stores of the wrong type are rejected") {
+    Function fn;
+    Builder b(fn, "k");
+    ValueId any = b.add_param(Type::ref(DType::f32, {4}, MemorySpace::ANY));
+    b.create_value(OpKind::Load, {any}, Type::tensor(DType::f32, {4}), {}, {});
+    CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains("ANY/HBM refs cannot be loaded"), InternalError);
+
+    Function fn2;
+    Builder b2(fn2, "k");
+    ValueId v = b2.add_param(Type::ref(DType::f32, {4}, MemorySpace::VMEM));
+    ValueId val = b2.add_param(Type::tensor(DType::f32, {5}));
+    b2.create(OpKind::Store, {v, val}, {}, {}, {});
+    CHECK_THROWS_WITH_AS(verify(fn2), doctest::Contains("value must have the ref's value type"), InternalError);
+  }
+
+  TEST_CASE("verifier: grid queries outside a pipeline are rejected") {
+    Function fn;
+    Builder b(fn, "k");
+    b.create_value(OpKind::ProgramId, {}, s(DType::i32), int64_t{0}, {});
+    CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains("grid queries must be inside a pipeline"), InternalError);
+  }
+
+  TEST_CASE("verifier: shape rules of layout ops and dot_general") {
+    Function fn;
+    Builder b(fn, "k");
+    ValueId x = b.add_param(Type::tensor(DType::f32, {2, 3}));
+    b.create_value(OpKind::Transpose, {x}, Type::tensor(DType::f32, {2, 3}), std::vector<int64_t>{1, 0}, {});
+    CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains("result shape must be the permuted shape"), InternalError);
+
+    Function fn2;
+    Builder b2(fn2, "k");
+    ValueId a = b2.add_param(Type::tensor(DType::f32, {2, 3}));
+    b2.create_value(OpKind::DotGeneral, {a, a}, Type::tensor(DType::f32, {2, 2}), DotAttr{{1}, {0}, {}, {}}, {});
+    CHECK_THROWS_WITH_AS(verify(fn2), doctest::Contains("contracting dims differ"), InternalError);
+
+    Function fn3;
+    Builder b3(fn3, "k");
+    ValueId r = b3.add_param(Type::tensor(DType::f32, {2, 3}));
+    b3.create_value(OpKind::Reshape, {r}, Type::tensor(DType::f32, {5}), {}, {});
+    CHECK_THROWS_WITH_AS(verify(fn3), doctest::Contains("reshape keeps dtype and element count"), InternalError);
+  }
+
+  TEST_CASE("verifier: the message carries the op's source line and the IR") {
+    Function fn;
+    Builder b(fn, "k");
+    ValueId x = b.add_param(s(DType::f32));
+    SourceLoc here = std::source_location::current();
+    b.create_value(OpKind::Not, {x}, s(DType::f32), {}, here);
+    CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains(here.str().c_str()), InternalError);
+    CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains("kernel @k("), InternalError);
+  }
+}

@@ -1,0 +1,93 @@
+#include <doctest/doctest.h>
+
+#include "dsl/ir/printer.h"
+#include "dsl/ir/verifier.h"
+#include "jit/passes/canonicalize.h"
+#include "jit/passes/expand_pipelines.h"
+#include "tests/support/golden.h"
+#include "tests/support/kernels.h"
+
+using namespace tessera;
+namespace pl = tessera;
+
+namespace {
+
+void matmul_kernel(pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
+  pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
+  acc() += pl::dot(x(), y(), pl::f32);
+  pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
+}
+
+auto matmul_call() {
+  return pl::pallas_call(
+      matmul_kernel,
+      pl::GridSpec{.grid = {2, 2, 2},
+                   .in_specs = {pl::BlockSpec({8, 16}, [](pl::Value i, pl::Value, pl::Value k) { return pl::idx(i, k); }),
+                                pl::BlockSpec({16, 8}, [](pl::Value, pl::Value j, pl::Value k) { return pl::idx(k, j); })},
+                   .out_specs = {pl::BlockSpec({8, 8}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })},
+                   .scratch_shapes = {pl::VMEM({8, 8}, pl::f32)}},
+      pl::ShapeDtype({16, 16}, pl::bf16),
+      {.compiler_params = {.dimension_semantics = {pl::parallel, pl::parallel, pl::arbitrary}}, .name = "matmul"});
+}
+
+// A gather by scalar prefetch with a squeezed block dim and an unwindowed (ANY) operand.
+void gather_kernel(pl::Ref ids, pl::Ref x, pl::Ref raw, pl::Ref o) {
+  (void)raw;
+  o() = x() + pl::program_id(0).astype(pl::f32) + ids[pl::program_id(0)].astype(pl::f32);
+}
+
+auto gather_call() {
+  return pl::pallas_call(
+      gather_kernel,
+      pl::PrefetchScalarGridSpec{
+          .num_scalar_prefetch = 1,
+          .grid = {4},
+          .in_specs = {pl::BlockSpec({pl::squeezed, 8}, [](pl::Value i, pl::Ref ids) { return pl::idx(ids[i], 0); }),
+                       pl::BlockSpec(pl::ANY)},
+          .out_specs = {pl::BlockSpec({pl::squeezed, 8}, [](pl::Value i, pl::Ref) { return pl::idx(i, 0); })}},
+      pl::ShapeDtype({4, 8}, pl::f32), {.name = "gather"});
+}
+
+std::vector<pl::Array> matmul_args() {
+  return {pl::Array::zeros({16, 32}, pl::bf16), pl::Array::zeros({32, 16}, pl::bf16)};
+}
+std::vector<pl::Array> gather_args() {
+  return {pl::Array::from_vector<int32_t>({2, 0, 3, 1}, {4}), pl::Array::zeros({4, 8}, pl::f32),
+          pl::Array::zeros({3}, pl::f32)};
+}
+
+}  // namespace
+
+TEST_SUITE("passes") {
+  TEST_CASE("expand_pipelines: the tiled matmul (traced -> expanded golden IR)") {
+    auto call = matmul_call();
+    const ir::Function& traced = call.traced(matmul_args());
+    testing::check_golden("matmul.traced.ir", ir::print(traced));
+    ir::Function expanded = passes::expand_pipelines(traced);
+    CHECK_NOTHROW(ir::verify(expanded));
+    testing::check_golden("matmul.expanded.ir", ir::print(expanded));
+    // After expansion no pipeline or grid query is left.
+    for (const ir::Op& op : expanded.ops) {
+      CHECK(op.kind != ir::OpKind::Pipeline);
+      CHECK(op.kind != ir::OpKind::ProgramId);
+      CHECK(op.kind != ir::OpKind::NumPrograms);
+    }
+  }
+
+  TEST_CASE("expand_pipelines: scalar prefetch, squeezed dims and ANY operands (golden IR)") {
+    auto call = gather_call();
+    const ir::Function& traced = call.traced(gather_args());
+    testing::check_golden("gather.traced.ir", ir::print(traced));
+    ir::Function expanded = passes::canonicalize(passes::expand_pipelines(traced));
+    CHECK_NOTHROW(ir::verify(expanded));
+    testing::check_golden("gather.lowered.ir", ir::print(expanded));
+  }
+
+  TEST_CASE("expand_pipelines: the lowered IR is what the pass pipeline produces") {
+    auto call = matmul_call();
+    std::string lowered = ir::print(call.lowered(matmul_args()));
+    testing::check_golden("matmul.lowered.ir", lowered);
+    CHECK(lowered.find("fetch_block \"input 0\"") != std::string::npos);
+    CHECK(lowered.find("writeback_block \"output 0\"") != std::string::npos);
+  }
+}
