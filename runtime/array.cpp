@@ -1,5 +1,6 @@
 #include "runtime/array.h"
 
+#include <cstring>
 #include <fmt/format.h>
 
 #include <cstdlib>

@@ -1,5 +1,6 @@
 #include "runtime/block_ops.h"
 
+#include <cstring>
 #include <algorithm>
 #include <cmath>
 #include <limits>

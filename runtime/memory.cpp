@@ -1,5 +1,6 @@
 #include "runtime/memory.h"
 
+#include <cstring>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
