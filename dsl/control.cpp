@@ -10,9 +10,8 @@ namespace {
 
 detail::TraceContext& grid_context(int axis, const char* api, SourceLoc loc) {
   auto& ctx = detail::TraceContext::current(api, loc);
-  if (ctx.grids.empty())
-    throw UserError(fmt::format("{} is used outside a kernel body or index map", api), fmt::format("axis {}", axis),
-                    "ask for grid positions inside the kernel pallas_call traces", loc);
+  // Kernel bodies and index maps are always traced inside a grid.
+  if (ctx.grids.empty()) throw InternalError("tracing", fmt::format("{} traced outside any grid", api));
   const auto& grid = ctx.grids.back();
   if (axis < 0 || axis >= static_cast<int>(grid.size()))
     throw UserError(fmt::format("{}: axis {} is out of range for the grid", api, axis),

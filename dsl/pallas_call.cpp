@@ -59,11 +59,13 @@ struct Program {
 class CallImpl {
  public:
   explicit CallImpl(CallSpec spec) : spec_(std::move(spec)) {
-    name_ = spec_.options.name.empty() ? "kernel" : spec_.options.name;
+    if (spec_.options.name.empty()) spec_.options.name = "kernel";
+    name_ = spec_.options.name;
   }
 
   std::vector<Array> run(std::span<const Array> args, SourceLoc loc);
   std::shared_ptr<const Program> program(std::span<const Array> args, SourceLoc loc);
+  const CallOptions& options() const { return spec_.options; }
 
  private:
   int num_inputs(size_t num_args) const { return static_cast<int>(num_args) - spec_.num_scalar_prefetch; }
@@ -427,6 +429,8 @@ std::vector<Array> CallImpl::run(std::span<const Array> args, SourceLoc loc) {
   for (int o = 0; o < no; ++o) outs.push_back(by_operand[np + ni + o]->array());
   return outs;
 }
+
+const CallOptions& call_options(const CallImpl& call) { return call.options(); }
 
 std::shared_ptr<CallImpl> make_call(CallSpec spec) { return std::make_shared<CallImpl>(std::move(spec)); }
 

@@ -62,6 +62,7 @@ std::shared_ptr<CallImpl> make_call(CallSpec spec);
 std::vector<Array> run_call(CallImpl& call, std::span<const Array> args, SourceLoc loc);
 // The traced (or lowered) IR of the call for these arguments.
 const ir::Function& call_ir(CallImpl& call, std::span<const Array> args, bool lowered, SourceLoc loc);
+const CallOptions& call_options(const CallImpl& call);
 
 }  // namespace detail
 
@@ -98,6 +99,9 @@ class PallasCall {
                               std::source_location loc = std::source_location::current()) const {
     return detail::call_ir(*impl_, args, true, loc);
   }
+  // What the call was told about its cost (pl.CostEstimate), for tools that schedule around it.
+  const std::optional<CostEstimate>& cost_estimate() const { return detail::call_options(*impl_).cost_estimate; }
+  const std::string& name() const { return detail::call_options(*impl_).name; }
 
  private:
   Result run(const std::vector<Array>& args, SourceLoc loc) const {

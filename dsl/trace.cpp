@@ -45,10 +45,8 @@ TraceContext::Scope::~Scope() {
 
 void TraceContext::check_visible(ir::ValueId v, std::string_view api, SourceLoc loc) const {
   const ir::Function& fn = builder_.function();
-  if (v >= fn.values.size())
-    throw UserError(fmt::format("{}: a value from another kernel's trace is used here", api), "a stale pl::Value or pl::Ref",
-                    "values and refs live only while their own kernel is traced; do not keep them across pallas_calls",
-                    loc);
+  // Handles from other traces are rejected before they get here (check_live, Ref::view).
+  if (v >= fn.values.size()) throw InternalError("tracing", fmt::format("{}: value id {} does not exist", api, v));
   const ir::ValueInfo& info = fn.values[v];
   ir::RegionId home = info.def == ir::kNone ? info.region : fn.ops[info.def].parent;
   for (const OpenRegion& r : open_)

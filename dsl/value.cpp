@@ -49,18 +49,11 @@ void check_live(const Value& v, SourceLoc loc) {
                     "values live only while their own kernel is traced; do not keep them across pallas_calls", loc);
 }
 
-static void check_context(TraceContext& ctx, const Value& v, std::string_view api, SourceLoc loc) {
-  if (v.context() != &ctx || v.serial() != ctx.serial())
-    throw UserError(fmt::format("{}: a value from another kernel's trace (or an empty pl::Value) is used", api),
-                    "a pl::Value that does not belong to the kernel being traced",
-                    "values live only while their own kernel is traced; do not keep them across pallas_calls", loc);
-}
-
 Value emit(TraceContext& ctx, OpKind kind, const std::vector<Value>& operands, Type result, ir::Attr attr,
            SourceLoc loc) {
   std::vector<ir::ValueId> ids;
   for (const Value& v : operands) {
-    check_context(ctx, v, ir::mnemonic(kind), loc);
+    check_live(v, loc);
     ids.push_back(v.id());
   }
   return Value::wrap(ctx, ctx.emit_value(kind, std::move(ids), std::move(result), std::move(attr), loc));

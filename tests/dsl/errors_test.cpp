@@ -98,6 +98,10 @@ TEST_SUITE("errors") {
     CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(0) = x(-1); }), Contains("out of bounds"), UserError);
     CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(0) = x(pl::ds(x(0, 0), 8), 0); }),
                          Contains("a ref index must be an integer scalar"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o(0) = x(pl::ds(0.5, 8), 0); }),
+                         Contains("a ref index must be an integer"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { pl::store(o, x(), x()); }), Contains("a mask must be bool"),
+                         UserError);
   }
 
   TEST_CASE("errors: operand types of arithmetic and logic") {
@@ -155,6 +159,11 @@ TEST_SUITE("errors") {
                          Contains("dimension lists have different lengths"), UserError);
     CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::dot_general(x(), x(), {{{2}, {0}}, {{}, {}}}); }),
                          Contains("lhs dimension 2 is out of range or repeated"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::dot_general(x(), x(), {{{1}, {1}}, {{0}, {1}}}); }),
+                         Contains("rhs dimension 1 is out of range or repeated"), UserError);
+    CHECK_THROWS_WITH_AS(
+        trace1([](pl::Ref x, pl::Ref o) { o() = pl::dot_general(x(), pl::zeros({4, 8}, pl::f32), {{{1}, {0}}, {{}, {}}}); }),
+        Contains("contracting dims differ in size: lhs dim 1 has 8, rhs dim 0 has 4"), UserError);
     CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) { o() = pl::dot_general(x(), x() > 0, {{{1}, {0}}, {{}, {}}}); }),
                          Contains("operands must be numeric"), UserError);
     CHECK_THROWS_WITH_AS(
@@ -210,6 +219,16 @@ TEST_SUITE("errors") {
                          Contains("a value from another kernel's trace"), UserError);
     pl::Value empty;
     CHECK_THROWS_WITH_AS(empty.dtype(), Contains("an empty pl::Value is used"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([&](pl::Ref, pl::Ref o) { o() = empty; }), Contains("an empty pl::Value is used"), UserError);
+    pl::Ref kept;
+    trace1([&](pl::Ref x, pl::Ref o) {
+      kept = x;
+      o() = x();
+    });
+    CHECK_THROWS_WITH_AS(trace1([&](pl::Ref, pl::Ref o) { o() = kept(); }),
+                         Contains("a ref from another kernel's trace (or an empty pl::Ref) is indexed"), UserError);
+    pl::Ref none;
+    CHECK_THROWS_WITH_AS(none.shape(), Contains("an empty pl::Ref is used"), UserError);
   }
 
   TEST_CASE("errors: debug_print placeholders") {
@@ -247,6 +266,9 @@ TEST_SUITE("errors") {
     CHECK_THROWS_WITH_AS(cores(x), Contains("num_cores_or_threads must be >= 1"), UserError);
     auto prefetch = pl::pallas_call(copy_kernel, pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 2}, pl::ShapeDtype({16}, pl::f32));
     CHECK_THROWS_WITH_AS(prefetch(x), Contains("fewer arguments than scalar-prefetch operands"), UserError);
+    auto negative_prefetch =
+        pl::pallas_call(copy_kernel, pl::PrefetchScalarGridSpec{.num_scalar_prefetch = -1}, pl::ShapeDtype({16}, pl::f32));
+    CHECK_THROWS_WITH_AS(negative_prefetch(x), Contains("num_scalar_prefetch is negative"), UserError);
   }
 
   TEST_CASE("errors: block specs") {

@@ -77,6 +77,19 @@ TEST_SUITE("dsl") {
     CHECK(traces == 1);
   }
 
+  TEST_CASE("tracing: the call keeps its name and cost estimate") {
+    auto call = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); }, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32),
+                                {.cost_estimate = pl::CostEstimate{.flops = 8, .bytes_accessed = 32}, .name = "copy"});
+    REQUIRE(call.cost_estimate().has_value());
+    CHECK(call.cost_estimate()->flops == 8);
+    CHECK(call.cost_estimate()->bytes_accessed == 32);
+    CHECK(call.name() == "copy");
+    CHECK(call.traced({pl::Array::zeros({4}, pl::f32)}).name == "copy");
+    auto unnamed = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); }, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32));
+    CHECK(unnamed.name() == "kernel");
+    CHECK_FALSE(unnamed.cost_estimate().has_value());
+  }
+
   TEST_CASE("tracing: C++ bools and literal conditions are applied while tracing") {
     auto kernel = [](pl::Ref x, pl::Ref o) {
       o() = x();
