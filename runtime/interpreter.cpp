@@ -24,22 +24,6 @@ const Array& tensor(const Value& v) { return std::get<Array>(v); }
 const RefView& ref(const Value& v) { return std::get<RefView>(v); }
 int64_t as_int(const Value& v) { return tensor(v).item_int(); }
 
-std::string format_print(const std::string& fmt_string, const std::vector<const Array*>& values) {
-  std::string out;
-  size_t next = 0;
-  for (size_t i = 0; i < fmt_string.size(); ++i) {
-    if (fmt_string[i] == '{' && i + 1 < fmt_string.size() && fmt_string[i + 1] == '}') {
-      if (next >= values.size()) out += "{}";
-      else out += values[next]->rank() == 0 ? values[next]->element_string(0) : values[next]->to_string();
-      ++next;
-      ++i;
-    } else {
-      out += fmt_string[i];
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 Interpreter::Interpreter(const ir::Function& fn, InterpretOptions options) : fn_(fn), options_(options) {}
@@ -203,20 +187,13 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
         return;
       }
       writeback_block(ref(in(0)), ref(in(1)), starts, attr.name);
-      if (!attr.aliased && !frame.ctx.launch.record_writeback(attr.name, starts))
-        throw Fault(fmt::format(
-            "{} is revisited non-consecutively: its block at element offset ({}) is written back a second time, after "
-            "the grid moved on to other blocks in between, so the earlier result is overwritten instead of "
-            "accumulated. Make the grid axes along which the block stays the same the innermost ones (and mark "
-            "them arbitrary), or give each grid step its own output block",
-            attr.name, fmt::join(starts, ", ")));
+      check_revisit(frame.ctx.launch, attr, starts);
       return;
     }
     case OpKind::DebugPrint: {
       std::vector<const Array*> values;
       for (size_t i = 0; i < op.operands.size(); ++i) values.push_back(&tensor(in(i)));
-      debug_print_line(fmt::format("[{}] {}", frame.ctx.point.str(),
-                                   format_print(std::get<std::string>(op.attr), values)));
+      debug_print(frame.ctx.point, std::get<std::string>(op.attr), values);
       return;
     }
     case OpKind::ProgramId:

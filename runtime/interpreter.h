@@ -24,12 +24,6 @@ struct InterpretOptions {
 // A run-time value: a tensor (scalar or block) or a ref.
 using Value = std::variant<std::monostate, Array, RefView>;
 
-// Where a core is while it runs; errors report it.
-struct CoreContext {
-  Launch& launch;
-  ExecutionPoint point;
-};
-
 class Interpreter {
  public:
   Interpreter(const ir::Function& fn, InterpretOptions options);

@@ -1,8 +1,14 @@
 #include "runtime/launch.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstdio>
+#include <string>
 #include <exception>
 #include <thread>
+
+#include "runtime/thread_pool.h"
 
 namespace tessera::rt {
 
@@ -42,6 +48,16 @@ bool Launch::record_writeback(const std::string& output, const std::vector<int64
   return written_[output].insert(starts).second;
 }
 
+void check_revisit(Launch& launch, const ir::BlockCopyAttr& attr, const std::vector<int64_t>& starts) {
+  if (attr.aliased || launch.record_writeback(attr.name, starts)) return;
+  throw Fault(fmt::format(
+      "{} is revisited non-consecutively: its block at element offset ({}) is written back a second time, after the "
+      "grid moved on to other blocks in between, so the earlier result is overwritten instead of accumulated. Make the "
+      "grid axes along which the block stays the same the innermost ones (and mark them arbitrary), or give each grid "
+      "step its own output block",
+      attr.name, fmt::join(starts, ", ")));
+}
+
 void run_cores(Launch& launch, int num_cores, const std::function<void(int core)>& body) {
   std::vector<std::exception_ptr> errors(static_cast<size_t>(num_cores));
   auto run = [&](int core) {
@@ -53,10 +69,7 @@ void run_cores(Launch& launch, int num_cores, const std::function<void(int core)
       launch.cancel();
     }
   };
-  std::vector<std::thread> threads;
-  for (int c = 1; c < num_cores; ++c) threads.emplace_back(run, c);
-  run(0);
-  for (auto& t : threads) t.join();
+  ThreadPool::global().run(num_cores, run);
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 }
@@ -80,6 +93,22 @@ void debug_print_line(std::string_view line) {
     std::fputc('\n', stdout);
     std::fflush(stdout);
   }
+}
+
+void debug_print(const ExecutionPoint& where, const std::string& format, const std::vector<const Array*>& values) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < format.size(); ++i) {
+    if (format[i] == '{' && i + 1 < format.size() && format[i + 1] == '}') {
+      if (next >= values.size()) out += "{}";
+      else out += values[next]->rank() == 0 ? values[next]->element_string(0) : values[next]->to_string();
+      ++next;
+      ++i;
+    } else {
+      out += format[i];
+    }
+  }
+  debug_print_line(fmt::format("[{}] {}", where.str(), out));
 }
 
 }  // namespace tessera::rt

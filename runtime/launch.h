@@ -14,8 +14,12 @@
 #include <string_view>
 #include <vector>
 
+#include <memory>
+#include <optional>
+
 #include "dsl/ir/diagnostics.h"
 #include "dsl/ir/ir.h"
+#include "runtime/memory.h"
 
 namespace tessera::rt {
 
@@ -58,7 +62,23 @@ class Launch {
   std::map<std::string, std::set<std::vector<int64_t>>> written_;
 };
 
-// Runs body(core) for every core, each on its own thread (core 0 on the caller's). When a core
+// Records a block written back by a writeback_block op and faults on a non-consecutive revisit
+// (unless the output aliases an input, where revisits are the point). Shared by both backends.
+void check_revisit(Launch& launch, const ir::BlockCopyAttr& attr, const std::vector<int64_t>& starts);
+
+// One core's state while it runs a kernel. Errors report `point`. Compiled kernels also keep here
+// the lowered IR (their calls into the runtime name ops by index), their allocations, and the first
+// failure, which the host throws after the kernel returned.
+struct CoreContext {
+  Launch& launch;
+  ExecutionPoint point;
+  const ir::Function* fn = nullptr;
+  bool zero_uninitialized = false;
+  std::vector<std::unique_ptr<Buffer>> allocations;
+  std::optional<RuntimeError> fault;
+};
+
+// Runs body(core) for every core on the thread pool (core 0 on the caller's thread). When a core
 // throws, the launch is cancelled and, after all cores stopped, the failure of the lowest failing
 // core is rethrown.
 void run_cores(Launch& launch, int num_cores, const std::function<void(int core)>& body);
@@ -66,5 +86,7 @@ void run_cores(Launch& launch, int num_cores, const std::function<void(int core)
 // Where debug_print output goes: stdout unless a sink is set (tests capture it). Thread-safe.
 void set_debug_print_sink(std::function<void(std::string_view)> sink);
 void debug_print_line(std::string_view line);
+// Prints one debug_print: the format with each `{}` replaced by the next value, prefixed by `where`.
+void debug_print(const ExecutionPoint& where, const std::string& format, const std::vector<const Array*>& values);
 
 }  // namespace tessera::rt

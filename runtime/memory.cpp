@@ -76,6 +76,9 @@ Buffer::Buffer(std::string name_, Array array, MemorySpace space_, bool writable
   data_ = writable ? storage_.mutable_data() : const_cast<std::byte*>(storage_.data());
 }
 
+Buffer::Buffer(std::string name_, DType dtype_, Shape shape_, MemorySpace space_, std::byte* external, bool writable)
+    : name(std::move(name_)), dtype(dtype_), shape(std::move(shape_)), space(space_), data_(external), read_only_(!writable) {}
+
 std::byte* Buffer::writable_data() {
   if (read_only_) throw Fault(fmt::format("`{}` is read-only in this kernel", name));
   return data_;
@@ -96,24 +99,30 @@ std::byte* RefView::address(int64_t element_offset) const {
   return buffer->writable_data() + (offset + element_offset) * dtype_size(buffer->dtype);
 }
 
+std::string view_fault_message(const std::string& name, const Shape& shape, size_t dim, const ir::ViewDim& d,
+                               int64_t start) {
+  const int64_t extent = shape[dim];
+  if (d.squeeze)
+    return fmt::format("out-of-bounds index into `{}`: index {} in dimension {} of a ref of shape {}; valid indices are "
+                       "[0, {})",
+                       name, start, dim, shape_tuple_str(shape), extent);
+  const int64_t last = start + (d.size - 1) * d.stride;
+  return fmt::format("out-of-bounds slice of `{}`: ds({}, {}{}) in dimension {} of a ref of shape {} reaches element {}; "
+                     "valid elements are [0, {})",
+                     name, start, d.size, d.stride == 1 ? "" : fmt::format(", {}", d.stride), dim, shape_tuple_str(shape),
+                     start < 0 ? start : last, extent);
+}
+
 RefView view(const RefView& ref, std::span<const int64_t> starts, const ir::ViewAttr& attr) {
   RefView out{ref.buffer, ref.offset, {}, {}};
   for (size_t d = 0; d < attr.dims.size(); ++d) {
     const ir::ViewDim& dim = attr.dims[d];
     const int64_t start = starts[d];
     const int64_t extent = ref.shape[d];
-    if (dim.squeeze) {
-      if (start < 0 || start >= extent)
-        throw Fault(fmt::format("out-of-bounds index into `{}`: index {} in dimension {} of a ref of shape {}; valid "
-                                "indices are [0, {})",
-                                ref.buffer->name, start, d, shape_tuple_str(ref.shape), extent));
-    } else {
-      const int64_t last = start + (dim.size - 1) * dim.stride;
-      if (dim.size > 0 && (start < 0 || last >= extent))
-        throw Fault(fmt::format("out-of-bounds slice of `{}`: ds({}, {}{}) in dimension {} of a ref of shape {} "
-                                "reaches element {}; valid elements are [0, {})",
-                                ref.buffer->name, start, dim.size, dim.stride == 1 ? "" : fmt::format(", {}", dim.stride),
-                                d, shape_tuple_str(ref.shape), start < 0 ? start : last, extent));
+    const bool bad = dim.squeeze ? (start < 0 || start >= extent)
+                                 : (dim.size > 0 && (start < 0 || start + (dim.size - 1) * dim.stride >= extent));
+    if (bad) throw Fault(view_fault_message(ref.buffer->name, ref.shape, d, dim, start));
+    if (!dim.squeeze) {
       out.shape.push_back(dim.size);
       out.strides.push_back(ref.strides[d] * dim.stride);
     }

@@ -33,6 +33,8 @@ class Buffer {
   // is shared, so a caller's array never changes); a read-only one reads the array in place and
   // faults on writes.
   Buffer(std::string name, Array array, MemorySpace space, bool writable);
+  // Over memory someone else owns (a compiled kernel's operand).
+  Buffer(std::string name, DType dtype, Shape shape, MemorySpace space, std::byte* external, bool writable);
   // Refs point into a buffer, so it never moves.
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -70,6 +72,9 @@ struct RefView {
 
 // The window `attr` of `ref` at these starts (one per dim of ref). Faults when out of range.
 RefView view(const RefView& ref, std::span<const int64_t> starts, const ir::ViewAttr& attr);
+// The message of a failed view: `name` of `shape`, dim `dim` indexed or sliced by `d` from `start`.
+std::string view_fault_message(const std::string& name, const Shape& shape, size_t dim, const ir::ViewDim& d,
+                               int64_t start);
 Array load(const RefView& ref);
 // Elements where mask is false come from `other`, or are the poison value when other is null.
 Array load_masked(const RefView& ref, const Array& mask, const Array* other, bool zero_poison);

@@ -1,0 +1,121 @@
+#include "runtime/kernel_abi.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <span>
+
+namespace tessera::rt {
+
+std::string root_buffer_name(const ir::Function& fn, ir::ValueId ref) {
+  for (;;) {
+    const ir::Op* def = fn.def(ref);
+    if (!def) return fn.values[ref].name;
+    if (def->kind == ir::OpKind::Alloc) return std::get<std::string>(def->attr);
+    if (def->kind != ir::OpKind::View) return fn.values[ref].name;
+    ref = def->operands[0];
+  }
+}
+
+namespace {
+
+int32_t fail(CoreContext* core, int32_t op, const std::string& message) {
+  if (!core->fault) core->fault.emplace(message, core->point, core->fn->ops[op].loc);
+  return 1;
+}
+
+// A buffer over a compiled kernel's memory for one ref operand of `op`.
+Buffer operand_buffer(const CoreContext* core, const ir::Op& op, size_t operand, const void* data, bool writable) {
+  const ir::ValueId v = op.operands[operand];
+  const Type& t = core->fn->type(v);
+  return Buffer(root_buffer_name(*core->fn, v), t.dtype, t.shape, t.space,
+                const_cast<std::byte*>(static_cast<const std::byte*>(data)), writable);
+}
+
+std::vector<int64_t> widen(const int32_t* starts, size_t n) { return std::vector<int64_t>(starts, starts + n); }
+
+}  // namespace
+
+std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols() {
+  return {
+      {"tessera_rt_grid_point", reinterpret_cast<void*>(&tessera_rt_grid_point)},
+      {"tessera_rt_alloc", reinterpret_cast<void*>(&tessera_rt_alloc)},
+      {"tessera_rt_fetch_block", reinterpret_cast<void*>(&tessera_rt_fetch_block)},
+      {"tessera_rt_writeback_block", reinterpret_cast<void*>(&tessera_rt_writeback_block)},
+      {"tessera_rt_view_fault", reinterpret_cast<void*>(&tessera_rt_view_fault)},
+      {"tessera_rt_debug_print", reinterpret_cast<void*>(&tessera_rt_debug_print)},
+  };
+}
+
+}  // namespace tessera::rt
+
+using tessera::rt::CoreContext;
+
+extern "C" int32_t tessera_rt_grid_point(CoreContext* core, int32_t n, const int32_t* ids) {
+  auto& point = core->point.grid_point;
+  point.assign(ids, ids + n);
+  return core->launch.cancelled() ? 1 : 0;
+}
+
+extern "C" void* tessera_rt_alloc(CoreContext* core, int32_t op) {
+  const tessera::ir::Op& o = core->fn->ops[op];
+  const tessera::Type& t = core->fn->type(o.results[0]);
+  core->allocations.push_back(tessera::rt::make_buffer(std::get<std::string>(o.attr), t.dtype, t.shape, t.space,
+                                                       core->zero_uninitialized));
+  return core->allocations.back()->writable_data();
+}
+
+extern "C" int32_t tessera_rt_fetch_block(CoreContext* core, int32_t op, const void* array, void* block,
+                                          const int32_t* starts) {
+  const tessera::ir::Op& o = core->fn->ops[op];
+  const auto& attr = std::get<tessera::ir::BlockCopyAttr>(o.attr);
+  tessera::rt::Buffer a = tessera::rt::operand_buffer(core, o, 0, array, false);
+  tessera::rt::Buffer b = tessera::rt::operand_buffer(core, o, 1, block, true);
+  try {
+    std::vector<int64_t> s = tessera::rt::widen(starts, a.shape.size());
+    tessera::rt::fetch_block(tessera::rt::RefView::whole(a), tessera::rt::RefView::whole(b), s, core->zero_uninitialized,
+                             attr.name);
+  } catch (const tessera::rt::Fault& f) {
+    return tessera::rt::fail(core, op, f.what());
+  }
+  return 0;
+}
+
+extern "C" int32_t tessera_rt_writeback_block(CoreContext* core, int32_t op, const void* block, void* array,
+                                              const int32_t* starts) {
+  const tessera::ir::Op& o = core->fn->ops[op];
+  const auto& attr = std::get<tessera::ir::BlockCopyAttr>(o.attr);
+  tessera::rt::Buffer b = tessera::rt::operand_buffer(core, o, 0, block, false);
+  tessera::rt::Buffer a = tessera::rt::operand_buffer(core, o, 1, array, true);
+  try {
+    std::vector<int64_t> s = tessera::rt::widen(starts, a.shape.size());
+    tessera::rt::writeback_block(tessera::rt::RefView::whole(b), tessera::rt::RefView::whole(a), s, attr.name);
+    tessera::rt::check_revisit(core->launch, attr, s);
+  } catch (const tessera::rt::Fault& f) {
+    return tessera::rt::fail(core, op, f.what());
+  }
+  return 0;
+}
+
+extern "C" void tessera_rt_view_fault(CoreContext* core, int32_t op, int32_t dim, int64_t start) {
+  const tessera::ir::Op& o = core->fn->ops[op];
+  const auto& attr = std::get<tessera::ir::ViewAttr>(o.attr);
+  const tessera::Type& src = core->fn->type(o.operands[0]);
+  tessera::rt::fail(core, op,
+                    tessera::rt::view_fault_message(tessera::rt::root_buffer_name(*core->fn, o.operands[0]), src.shape,
+                                                    static_cast<size_t>(dim), attr.dims[dim], start));
+}
+
+extern "C" void tessera_rt_debug_print(CoreContext* core, int32_t op, const void* const* values) {
+  const tessera::ir::Op& o = core->fn->ops[op];
+  std::vector<tessera::Array> arrays;
+  for (size_t i = 0; i < o.operands.size(); ++i) {
+    const tessera::Type& t = core->fn->type(o.operands[i]);
+    tessera::Array a(t.dtype, t.shape);
+    std::memcpy(a.mutable_data(), values[i], static_cast<size_t>(a.nbytes()));
+    arrays.push_back(std::move(a));
+  }
+  std::vector<const tessera::Array*> ptrs;
+  for (const auto& a : arrays) ptrs.push_back(&a);
+  tessera::rt::debug_print(core->point, std::get<std::string>(o.attr), ptrs);
+}

@@ -1,0 +1,49 @@
+// The C ABI between compiled kernels and the runtime.
+//
+// A compiled kernel has the uniform signature
+//     void kernel(void* const* operands, int64_t first_step, int64_t end_step, CoreContext* core)
+// (operands: the data pointers of the kernel's ref parameters, in order). It calls the functions
+// below by symbol, never by address, so a cached object file stays valid in another process. Ops
+// are named by their index in the lowered IR (`op`), from which the runtime learns shapes, dtypes,
+// names and source lines; the rules themselves (block copies, poison, revisits, messages) are the
+// same code the interpreter runs.
+//
+// A function returning int32_t returns non-zero after recording a failure in the core context:
+// the kernel then returns at once, and the host throws the failure after the launch.
+//
+// Runtime layer.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "runtime/launch.h"
+
+extern "C" {
+// The start of a grid step (ids: one i32 per grid dim). Non-zero when the launch was cancelled.
+int32_t tessera_rt_grid_point(tessera::rt::CoreContext* core, int32_t n, const int32_t* ids);
+// The storage of an alloc op: fresh, poisoned (or zeroed), owned by the core until the kernel ends.
+void* tessera_rt_alloc(tessera::rt::CoreContext* core, int32_t op);
+// fetch_block / writeback_block ops between a whole array and a block buffer (both contiguous);
+// starts: one i32 element offset per dim.
+int32_t tessera_rt_fetch_block(tessera::rt::CoreContext* core, int32_t op, const void* array, void* block,
+                               const int32_t* starts);
+int32_t tessera_rt_writeback_block(tessera::rt::CoreContext* core, int32_t op, const void* block, void* array,
+                                   const int32_t* starts);
+// Records that view op `op` is out of bounds in dimension `dim` at `start`.
+void tessera_rt_view_fault(tessera::rt::CoreContext* core, int32_t op, int32_t dim, int64_t start);
+// A debug_print op; values[i] points at operand i's elements (contiguous, storage dtype).
+void tessera_rt_debug_print(tessera::rt::CoreContext* core, int32_t op, const void* const* values);
+}
+
+namespace tessera::rt {
+
+// The ABI functions by name, for the JIT to bind.
+std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols();
+
+// The name of the buffer a ref value of `fn` ultimately points into ("input 0", "scratch 1", ...).
+std::string root_buffer_name(const ir::Function& fn, ir::ValueId ref);
+
+}  // namespace tessera::rt

@@ -1,0 +1,106 @@
+#include "runtime/thread_pool.h"
+
+#include <atomic>
+#include <cstdlib>
+
+#include "runtime/env.h"
+
+namespace tessera {
+
+namespace {
+std::atomic<int> g_threads{0};
+
+int default_threads() {
+  if (auto v = env::get("TESSERA_NUM_THREADS")) {
+    int n = std::atoi(v->c_str());
+    if (n > 0) return n;
+  }
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(hw);
+}
+}  // namespace
+
+int num_threads() {
+  int n = g_threads.load();
+  if (n == 0) {
+    n = default_threads();
+    g_threads.store(n);
+  }
+  return n;
+}
+
+void set_num_threads(int n) { g_threads.store(n < 1 ? default_threads() : n); }
+
+namespace rt {
+
+ThreadPool& ThreadPool::global() {
+  static ThreadPool pool;
+  return pool;
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::grow(int workers) {
+  while (static_cast<int>(workers_.size()) < workers) workers_.emplace_back([this] { worker_loop(); });
+}
+
+void ThreadPool::worker_loop() {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int)>* task;
+    int index;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || (generation_ != seen && next_ < end_); });
+      if (stop_) return;
+      task = task_;
+      index = next_++;
+      if (next_ >= end_) seen = generation_;
+    }
+    (*task)(index);
+    {
+      std::lock_guard lock(mutex_);
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::run(int n, const std::function<void(int)>& fn) {
+  if (n <= 1) {
+    if (n == 1) fn(0);
+    return;
+  }
+  std::unique_lock busy(run_mutex_, std::try_to_lock);
+  if (!busy.owns_lock()) {
+    // Nested launch: give the other tasks threads of their own.
+    std::vector<std::thread> threads;
+    for (int i = 1; i < n; ++i) threads.emplace_back(fn, i);
+    fn(0);
+    for (auto& t : threads) t.join();
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    grow(n - 1);
+    task_ = &fn;
+    next_ = 1;
+    end_ = n;
+    pending_ = n - 1;
+    ++generation_;
+  }
+  wake_.notify_all();
+  fn(0);
+  std::unique_lock lock(mutex_);
+  done_.wait(lock, [&] { return pending_ == 0; });
+  task_ = nullptr;
+}
+
+}  // namespace rt
+}  // namespace tessera
