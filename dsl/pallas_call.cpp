@@ -11,10 +11,13 @@
 #include "dsl/ir/printer.h"
 #include "dsl/trace.h"
 #include "jit/passes/canonicalize.h"
+#include "jit/compiler.h"
 #include "jit/passes/lowering.h"
+#include "runtime/env.h"
 #include "runtime/interpreter.h"
 #include "runtime/launch.h"
 #include "runtime/memory.h"
+#include "runtime/thread_pool.h"
 
 namespace tessera {
 
@@ -46,13 +49,18 @@ std::string operand_name(int num_prefetch, int num_inputs, int k) {
   return fmt::format("output {}", k - num_prefetch - num_inputs);
 }
 
-// A traced and lowered kernel for one signature of arguments.
+// A traced and lowered kernel for one signature of arguments, with the backend that runs it: the
+// interpreter, or the compiled kernel.
 struct Program {
   ir::Function traced;
   ir::Function lowered;
   std::unique_ptr<rt::Interpreter> interpreter;
+  std::shared_ptr<const jit::CompiledKernel> compiled;
   std::vector<ir::DimSemantics> semantics;
 };
+
+// The interpreter runs when the call asks for it or TESSERA_INTERPRET is set; otherwise the JIT.
+bool interpreted(const CallOptions& options) { return options.interpret.has_value() || env::flag("TESSERA_INTERPRET"); }
 
 }  // namespace
 
@@ -355,7 +363,7 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
 }
 
 std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, SourceLoc loc) {
-  std::string key;
+  std::string key = interpreted(spec_.options) ? "interpret;" : "compiled;";
   for (const Array& a : args) key += fmt::format("{}[{}];", dtype_name(a.dtype()), fmt::join(a.shape(), ","));
   std::lock_guard lock(mutex_);
   if (auto it = programs_.find(key); it != programs_.end()) return it->second;
@@ -370,10 +378,14 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
     std::fprintf(stderr, "// ---- pallas_call `%s`: traced ----\n%s// ---- lowered ----\n%s", name_.c_str(),
                  ir::print(p->traced).c_str(), ir::print(p->lowered).c_str());
   }
-  rt::InterpretOptions io;
-  if (spec_.options.interpret)
-    io.zero_uninitialized = spec_.options.interpret->uninitialized_memory == UninitializedMemory::zero;
-  p->interpreter = std::make_unique<rt::Interpreter>(p->lowered, io);
+  if (interpreted(spec_.options)) {
+    rt::InterpretOptions io;
+    if (spec_.options.interpret)
+      io.zero_uninitialized = spec_.options.interpret->uninitialized_memory == UninitializedMemory::zero;
+    p->interpreter = std::make_unique<rt::Interpreter>(p->lowered, io);
+  } else {
+    p->compiled = jit::compile(p->lowered);
+  }
   p->semantics = semantics();
   programs_.emplace(key, p);
   return p;
@@ -386,7 +398,9 @@ std::vector<Array> CallImpl::run(std::span<const Array> args, SourceLoc loc) {
   const int no = static_cast<int>(spec_.out_shapes.size());
   const bool zero = spec_.options.interpret &&
                     spec_.options.interpret->uninitialized_memory == UninitializedMemory::zero;
-  const int cores = spec_.options.interpret ? spec_.options.interpret->num_cores_or_threads : 1;
+  // Interpreted: the simulated cores asked for. Compiled: one core per thread.
+  const int cores = prog->interpreter ? (spec_.options.interpret ? spec_.options.interpret->num_cores_or_threads : 1)
+                                      : num_threads();
 
   std::vector<std::unique_ptr<rt::Buffer>> buffers;
   std::vector<rt::Buffer*> by_operand(static_cast<size_t>(np + ni + no), nullptr);
@@ -413,17 +427,33 @@ std::vector<Array> CallImpl::run(std::span<const Array> args, SourceLoc loc) {
       by_operand[k] = buffers.emplace_back(std::make_unique<rt::Buffer>(operand_name(np, ni, k), args[k], MemorySpace::ANY, false)).get();
 
   std::vector<rt::StepRange> ranges = rt::split_steps(spec_.grid, prog->semantics, cores);
+  int active = 0;  // cores with work: those after the last one with steps are not started
+  for (int c = 0; c < cores; ++c)
+    if (ranges[c].lo < ranges[c].hi) active = c + 1;
   rt::Launch launch(/*device=*/0);
-  rt::run_cores(launch, cores, [&](int core) {
-    const rt::StepRange range = ranges[core];
-    if (range.lo >= range.hi) return;
-    std::vector<rt::Value> params;
-    for (rt::Buffer* b : by_operand) params.emplace_back(rt::RefView::whole(*b));
-    params.emplace_back(Array::scalar(static_cast<double>(range.lo), DType::index));
-    params.emplace_back(Array::scalar(static_cast<double>(range.hi), DType::index));
-    rt::CoreContext ctx{launch, ExecutionPoint{launch.device(), core, {}}};
-    prog->interpreter->run(ctx, std::move(params));
-  });
+  if (prog->interpreter) {
+    rt::run_cores(launch, active, [&](int core) {
+      const rt::StepRange range = ranges[core];
+      if (range.lo >= range.hi) return;
+      std::vector<rt::Value> params;
+      for (rt::Buffer* b : by_operand) params.emplace_back(rt::RefView::whole(*b));
+      params.emplace_back(Array::scalar(static_cast<double>(range.lo), DType::index));
+      params.emplace_back(Array::scalar(static_cast<double>(range.hi), DType::index));
+      rt::CoreContext ctx{launch, ExecutionPoint{launch.device(), core, {}}};
+      prog->interpreter->run(ctx, std::move(params));
+    });
+  } else {
+    std::vector<void*> operands;
+    for (rt::Buffer* b : by_operand) operands.push_back(const_cast<std::byte*>(b->data()));
+    const jit::KernelEntry entry = prog->compiled->entry();
+    rt::run_cores(launch, active, [&](int core) {
+      const rt::StepRange range = ranges[core];
+      if (range.lo >= range.hi) return;
+      rt::CoreContext ctx{launch, ExecutionPoint{launch.device(), core, {}}, &prog->lowered, zero, {}, std::nullopt};
+      entry(operands.data(), range.lo, range.hi, &ctx);
+      if (ctx.fault) throw *ctx.fault;
+    });
+  }
 
   std::vector<Array> outs;
   for (int o = 0; o < no; ++o) outs.push_back(by_operand[np + ni + o]->array());

@@ -28,6 +28,6 @@ int main() {
                                pl::ShapeDtype({n}, pl::f32), options);
     pl::Array out = add(x, y);
     std::printf("  out = %s\n", out.to_string().c_str());
-    return examples::check("out == x + y", out, reference, 0.0, 0.0);
+    return examples::Outcome{examples::check("out == x + y", out, reference, 0.0, 0.0), out};
   });
 }

@@ -48,6 +48,7 @@ int main() {
     std::printf("  row sums = %s\n", out.to_string().c_str());
     bool ok = examples::check("row sums", out, reference, 1e-4, 1e-4);
 
+
     auto swapped = pl::pallas_call(
         row_sum_kernel_swapped,
         pl::GridSpec{.grid = {n / bn, m / bm},
@@ -62,6 +63,6 @@ int main() {
       std::printf("  swapped grid, as expected:\n    %s\n", e.what());
       ok = ok && e.where().grid_point == std::vector<int64_t>{1, 0};
     }
-    return ok;
+    return examples::Outcome{ok, out};
   });
 }

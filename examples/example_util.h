@@ -40,7 +40,7 @@ inline bool check(const char* what, const pl::Array& got, const pl::Array& want,
   return ok;
 }
 
-// The backends an example runs in. Each gets call options selecting it.
+// The backends an example runs in: compiled (the default) and the interpreter.
 struct Backend {
   std::string name;
   pl::CallOptions options;
@@ -48,21 +48,38 @@ struct Backend {
 inline std::vector<Backend> backends() {
   pl::CallOptions interpret;
   interpret.interpret = pl::InterpretParams{};
-  return {{"interpret", interpret}};
+  return {{"compiled", pl::CallOptions{}}, {"interpret", interpret}};
 }
 
-// Runs body once per backend; returns the process exit code (0 when every run passed).
-inline int run_in_every_backend(const char* name, const std::function<bool(const pl::CallOptions&)>& body) {
+// What one run of an example produced: whether its own checks passed, and its main result.
+struct Outcome {
+  bool ok = false;
+  pl::Array result;
+};
+
+// Runs body once per backend and compares the backends' results with each other (exactly when
+// rtol = atol = 0: the same operations in the same order give the same bits). Returns the process
+// exit code: 0 when every run passed and the backends agree.
+inline int run_in_every_backend(const char* name, const std::function<Outcome(const pl::CallOptions&)>& body,
+                                double rtol = 0.0, double atol = 0.0) {
   bool all = true;
+  std::vector<std::pair<std::string, pl::Array>> results;
   for (const Backend& b : backends()) {
     std::printf("[%s] %s\n", name, b.name.c_str());
-    bool ok = false;
     try {
-      ok = body(b.options);
+      Outcome o = body(b.options);
+      all = all && o.ok;
+      results.emplace_back(b.name, o.result);
     } catch (const std::exception& e) {
       std::printf("  error: %s\n", e.what());
+      all = false;
     }
-    all = all && ok;
+  }
+  for (size_t i = 1; i < results.size(); ++i) {
+    bool same = pl::allclose(results[i].second, results[0].second, rtol, atol);
+    std::printf("[%s] %s vs %s: %s (max |diff| = %.3g)\n", name, results[i].first.c_str(), results[0].first.c_str(),
+                same ? "agree" : "DIFFER", pl::max_abs_diff(results[i].second, results[0].second));
+    all = all && same;
   }
   std::printf("[%s] %s\n", name, all ? "OK" : "FAILED");
   return all ? 0 : 1;

@@ -76,6 +76,14 @@ Array map2(const Array& a, const Array& b, DType out, F f) {
 
 }  // namespace
 
+int64_t int_pow_wrapped(int64_t base, int64_t exp, int bits) {
+  switch (bits) {
+    case 8: return int_pow<int8_t>(static_cast<int8_t>(base), static_cast<int8_t>(exp));
+    case 32: return int_pow<int32_t>(static_cast<int32_t>(base), static_cast<int32_t>(exp));
+    default: return int_pow<int64_t>(base, exp);
+  }
+}
+
 Array splat(const ir::Literal& value, DType dtype, const Shape& shape) {
   Array r(dtype, shape);
   dispatch_dtype(dtype, [&]<class T>() {

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <span>
 
+#include "runtime/block_ops.h"
+
 namespace tessera::rt {
 
 std::string root_buffer_name(const ir::Function& fn, ir::ValueId ref) {
@@ -40,6 +42,8 @@ std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols() {
   return {
       {"tessera_rt_grid_point", reinterpret_cast<void*>(&tessera_rt_grid_point)},
       {"tessera_rt_alloc", reinterpret_cast<void*>(&tessera_rt_alloc)},
+      {"tessera_rt_temp", reinterpret_cast<void*>(&tessera_rt_temp)},
+      {"tessera_rt_ipow", reinterpret_cast<void*>(&tessera_rt_ipow)},
       {"tessera_rt_fetch_block", reinterpret_cast<void*>(&tessera_rt_fetch_block)},
       {"tessera_rt_writeback_block", reinterpret_cast<void*>(&tessera_rt_writeback_block)},
       {"tessera_rt_view_fault", reinterpret_cast<void*>(&tessera_rt_view_fault)},
@@ -63,6 +67,16 @@ extern "C" void* tessera_rt_alloc(CoreContext* core, int32_t op) {
   core->allocations.push_back(tessera::rt::make_buffer(std::get<std::string>(o.attr), t.dtype, t.shape, t.space,
                                                        core->zero_uninitialized));
   return core->allocations.back()->writable_data();
+}
+
+extern "C" void* tessera_rt_temp(CoreContext* core, int64_t nbytes) {
+  core->allocations.push_back(std::make_unique<tessera::rt::Buffer>(
+      "temporary", tessera::Array(tessera::DType::i8, {nbytes}), tessera::MemorySpace::VMEM, true));
+  return core->allocations.back()->writable_data();
+}
+
+extern "C" int64_t tessera_rt_ipow(int64_t base, int64_t exp, int32_t bits) {
+  return tessera::rt::int_pow_wrapped(base, exp, bits);
 }
 
 extern "C" int32_t tessera_rt_fetch_block(CoreContext* core, int32_t op, const void* array, void* block,

@@ -26,6 +26,10 @@ extern "C" {
 int32_t tessera_rt_grid_point(tessera::rt::CoreContext* core, int32_t n, const int32_t* ids);
 // The storage of an alloc op: fresh, poisoned (or zeroed), owned by the core until the kernel ends.
 void* tessera_rt_alloc(tessera::rt::CoreContext* core, int32_t op);
+// Scratch for the code generator's own temporaries (uninitialised, 64-byte aligned), owned likewise.
+void* tessera_rt_temp(tessera::rt::CoreContext* core, int64_t nbytes);
+// base ** exp with `bits`-bit wrap-around integers (the runtime's integer pow).
+int64_t tessera_rt_ipow(int64_t base, int64_t exp, int32_t bits);
 // fetch_block / writeback_block ops between a whole array and a block buffer (both contiguous);
 // starts: one i32 element offset per dim.
 int32_t tessera_rt_fetch_block(tessera::rt::CoreContext* core, int32_t op, const void* array, void* block,

@@ -14,6 +14,7 @@
 #include "dsl/value.h"
 #include "runtime/array.h"
 #include "runtime/launch.h"
+#include "runtime/thread_pool.h"
 
 namespace tessera {
 // Where pl::debug_print output goes (stdout by default).

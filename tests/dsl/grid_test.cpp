@@ -1,4 +1,4 @@
-// Grid semantics (DESIGN.md §4.1-6, 11) as the interpreter implements them.
+// Grid semantics (DESIGN.md §4.1-6, 11), in both backends: every case runs compiled and interpreted.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -17,79 +17,87 @@ pl::BlockSpec rows(int64_t n, int64_t width) {
 
 TEST_SUITE("dsl") {
   TEST_CASE("grid: programs run in row-major order, last axis fastest") {
-    testing::PrintCapture capture;
-    auto kernel = [](pl::Ref o) {
-      pl::debug_print("{} {} of {} {}", pl::program_id(0), pl::program_id(1), pl::num_programs(0), pl::num_programs(1));
-      o() = pl::zeros_like(o);
-    };
-    pl::pallas_call(kernel, pl::GridSpec{.grid = {2, 3}}, pl::ShapeDtype({1}, pl::f32), testing::interpret())();
-    std::vector<std::string> expected;
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 3; ++j)
-        expected.push_back(fmt::format("[device 0, core 0, grid point ({}, {})] {} {} of 2 3", i, j, i, j));
-    CHECK(capture.lines == expected);
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      testing::PrintCapture capture;
+      auto kernel = [](pl::Ref o) {
+        pl::debug_print("{} {} of {} {}", pl::program_id(0), pl::program_id(1), pl::num_programs(0), pl::num_programs(1));
+        o() = pl::zeros_like(o);
+      };
+      pl::pallas_call(kernel, pl::GridSpec{.grid = {2, 3}}, pl::ShapeDtype({1}, pl::f32), backend)();
+      std::vector<std::string> expected;
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 3; ++j)
+          expected.push_back(fmt::format("[device 0, core 0, grid point ({}, {})] {} {} of 2 3", i, j, i, j));
+      CHECK(capture.lines == expected);
+    });
   }
 
   TEST_CASE("grid: an input block is fetched only when its index changes, so kernel writes to it persist") {
-    // The input's block index is always 0: it is fetched once, and each step sees the previous
-    // step's increment (Pallas's test_correct_number_of_stores).
-    auto kernel = [](pl::Ref x, pl::Ref o) {
-      x() = x() + 1.0f;
-      o() = x();
-    };
-    auto call = pl::pallas_call(kernel,
-                                pl::GridSpec{.grid = {4},
-                                             .in_specs = {pl::BlockSpec({1, 4}, [](pl::Value) { return pl::idx(0, 0); })},
-                                             .out_specs = {rows(1, 4)}},
-                                pl::ShapeDtype({4, 4}, pl::f32), testing::interpret());
-    pl::Array x = pl::Array::zeros({1, 4}, pl::f32);
-    pl::Array out = call(x);
-    for (int64_t i = 0; i < 4; ++i) CHECK(out.at<float>({i, 0}) == static_cast<float>(i + 1));
-    CHECK(x.at<float>({0, 0}) == 0.0f);  // the caller's array is unchanged
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      // The input's block index is always 0: it is fetched once, and each step sees the previous
+      // step's increment (Pallas's test_correct_number_of_stores).
+      auto kernel = [](pl::Ref x, pl::Ref o) {
+        x() = x() + 1.0f;
+        o() = x();
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.grid = {4},
+                                               .in_specs = {pl::BlockSpec({1, 4}, [](pl::Value) { return pl::idx(0, 0); })},
+                                               .out_specs = {rows(1, 4)}},
+                                  pl::ShapeDtype({4, 4}, pl::f32), backend);
+      pl::Array x = pl::Array::zeros({1, 4}, pl::f32);
+      pl::Array out = call(x);
+      for (int64_t i = 0; i < 4; ++i) CHECK(out.at<float>({i, 0}) == static_cast<float>(i + 1));
+      CHECK(x.at<float>({0, 0}) == 0.0f);  // the caller's array is unchanged
+    });
   }
 
   TEST_CASE("grid: consecutive revisits of an output block accumulate and it is written back once") {
-    // Sum over the grid axis into one output block: the reduction example.
-    auto kernel = [](pl::Ref x, pl::Ref o) {
-      pl::when(pl::program_id(0) == 0, [&] { o() = pl::zeros_like(o); });
-      o() += x();
-    };
-    auto call = pl::pallas_call(
-        kernel,
-        pl::GridSpec{.grid = {4}, .in_specs = {rows(2, 3)},
-                     .out_specs = {pl::BlockSpec({2, 3}, [](pl::Value) { return pl::idx(0, 0); })}},
-        pl::ShapeDtype({2, 3}, pl::f32), testing::interpret());
-    pl::Array x = pl::Array::arange(24, pl::f32).reshape({8, 3});
-    pl::Array out = call(x);
-    for (int64_t r = 0; r < 2; ++r)
-      for (int64_t c = 0; c < 3; ++c) {
-        float want = 0;
-        for (int64_t b = 0; b < 4; ++b) want += x.at<float>({b * 2 + r, c});
-        CHECK(out.at<float>({r, c}) == want);
-      }
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      // Sum over the grid axis into one output block: the reduction example.
+      auto kernel = [](pl::Ref x, pl::Ref o) {
+        pl::when(pl::program_id(0) == 0, [&] { o() = pl::zeros_like(o); });
+        o() += x();
+      };
+      auto call = pl::pallas_call(
+          kernel,
+          pl::GridSpec{.grid = {4}, .in_specs = {rows(2, 3)},
+                       .out_specs = {pl::BlockSpec({2, 3}, [](pl::Value) { return pl::idx(0, 0); })}},
+          pl::ShapeDtype({2, 3}, pl::f32), backend);
+      pl::Array x = pl::Array::arange(24, pl::f32).reshape({8, 3});
+      pl::Array out = call(x);
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t c = 0; c < 3; ++c) {
+          float want = 0;
+          for (int64_t b = 0; b < 4; ++b) want += x.at<float>({b * 2 + r, c});
+          CHECK(out.at<float>({r, c}) == want);
+        }
+    });
   }
 
   TEST_CASE("grid: a non-consecutive revisit of an output block is an error naming the output and the step") {
-    // Output index j over grid (2, 2) visits blocks 0, 1, 0, 1.
-    auto kernel = [](pl::Ref o) { o() = pl::program_id(0).astype(pl::f32) + pl::zeros_like(o); };
-    auto call = pl::pallas_call(
-        kernel, pl::GridSpec{.grid = {2, 2}, .out_specs = {pl::BlockSpec({2}, [](pl::Value, pl::Value j) { return pl::idx(j); })}},
-        pl::ShapeDtype({4}, pl::f32), testing::interpret());
-    CHECK_THROWS_WITH_AS(call(), doctest::Contains("output 0 is revisited non-consecutively"), RuntimeError);
-    CHECK_THROWS_WITH_AS(call(), doctest::Contains("block at element offset (0)"), RuntimeError);
-    CHECK_THROWS_WITH_AS(call(), doctest::Contains("grid point (1, 0)"), RuntimeError);
-    try {
-      call();
-    } catch (const RuntimeError& e) {
-      CHECK(e.where().grid_point == std::vector<int64_t>{1, 0});
-      CHECK(e.where().device == 0);
-    }
-    // The failure does not poison later calls.
-    auto fine = pl::pallas_call(kernel, pl::GridSpec{.grid = {1, 2}, .out_specs = {pl::BlockSpec({2}, [](pl::Value, pl::Value j) {
-                                                                                  return pl::idx(j);
-                                                                                })}},
-                                pl::ShapeDtype({4}, pl::f32), testing::interpret());
-    CHECK(fine().to_vector<float>() == std::vector<float>{0, 0, 0, 0});
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      // Output index j over grid (2, 2) visits blocks 0, 1, 0, 1.
+      auto kernel = [](pl::Ref o) { o() = pl::program_id(0).astype(pl::f32) + pl::zeros_like(o); };
+      auto call = pl::pallas_call(
+          kernel, pl::GridSpec{.grid = {2, 2}, .out_specs = {pl::BlockSpec({2}, [](pl::Value, pl::Value j) { return pl::idx(j); })}},
+          pl::ShapeDtype({4}, pl::f32), backend);
+      CHECK_THROWS_WITH_AS(call(), doctest::Contains("output 0 is revisited non-consecutively"), RuntimeError);
+      CHECK_THROWS_WITH_AS(call(), doctest::Contains("block at element offset (0)"), RuntimeError);
+      CHECK_THROWS_WITH_AS(call(), doctest::Contains("grid point (1, 0)"), RuntimeError);
+      try {
+        call();
+      } catch (const RuntimeError& e) {
+        CHECK(e.where().grid_point == std::vector<int64_t>{1, 0});
+        CHECK(e.where().device == 0);
+      }
+      // The failure does not poison later calls.
+      auto fine = pl::pallas_call(kernel, pl::GridSpec{.grid = {1, 2}, .out_specs = {pl::BlockSpec({2}, [](pl::Value, pl::Value j) {
+                                                                                    return pl::idx(j);
+                                                                                  })}},
+                                  pl::ShapeDtype({4}, pl::f32), backend);
+      CHECK(fine().to_vector<float>() == std::vector<float>{0, 0, 0, 0});
+    });
   }
 
   TEST_CASE("grid: partial edge blocks read poison past the edge, and writes past it are dropped") {
@@ -98,142 +106,155 @@ TEST_SUITE("dsl") {
       sums() = pl::broadcast_to(pl::sum(x()), {1});
     };
     auto spec = pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); });
-    auto call = pl::pallas_call(
-        kernel,
-        pl::GridSpec{.grid = {3}, .in_specs = {spec},
-                     .out_specs = {spec, pl::BlockSpec({1}, [](pl::Value i) { return pl::idx(i); })}},
-        std::vector<pl::ShapeDtype>{pl::ShapeDtype({10}, pl::f32), pl::ShapeDtype({3}, pl::f32)}, testing::interpret());
-    std::vector<pl::Array> out = call(pl::Array::arange(10, pl::f32));
-    std::vector<float> doubled = out[0].to_vector<float>();
-    for (int i = 0; i < 10; ++i) CHECK(doubled[i] == 2.0f * static_cast<float>(i));
-    CHECK(out[1].at<float>({0}) == 6.0f);
-    CHECK(std::isnan(out[1].at<float>({2})));  // the last block's padding is NaN
-    // With zero-filled uninitialised memory the padding reads 0.
-    auto zero = pl::pallas_call(
-        kernel,
-        pl::GridSpec{.grid = {3}, .in_specs = {spec},
-                     .out_specs = {spec, pl::BlockSpec({1}, [](pl::Value i) { return pl::idx(i); })}},
-        std::vector<pl::ShapeDtype>{pl::ShapeDtype({10}, pl::f32), pl::ShapeDtype({3}, pl::f32)},
-        testing::interpret({.uninitialized_memory = pl::UninitializedMemory::zero}));
+    auto make = [&](const pl::CallOptions& options) {
+      return pl::pallas_call(
+          kernel,
+          pl::GridSpec{.grid = {3}, .in_specs = {spec},
+                       .out_specs = {spec, pl::BlockSpec({1}, [](pl::Value i) { return pl::idx(i); })}},
+          std::vector<pl::ShapeDtype>{pl::ShapeDtype({10}, pl::f32), pl::ShapeDtype({3}, pl::f32)}, options);
+    };
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      std::vector<pl::Array> out = make(backend)(pl::Array::arange(10, pl::f32));
+      std::vector<float> doubled = out[0].to_vector<float>();
+      for (int i = 0; i < 10; ++i) CHECK(doubled[i] == 2.0f * static_cast<float>(i));
+      CHECK(out[1].at<float>({0}) == 6.0f);
+      CHECK(std::isnan(out[1].at<float>({2})));  // the last block's padding is NaN
+    });
+    // The interpreter can fill uninitialised memory with zeros instead: the padding reads 0.
+    auto zero = make(testing::interpret({.uninitialized_memory = pl::UninitializedMemory::zero}));
     CHECK(zero(pl::Array::arange(10, pl::f32))[1].at<float>({2}) == 17.0f);
   }
 
   TEST_CASE("grid: a block index whose block lies outside the array is a runtime error") {
-    auto kernel = [](pl::Ref x, pl::Ref o) { o() = x(); };
-    auto call = pl::pallas_call(kernel,
-                                pl::GridSpec{.grid = {2},
-                                             .in_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i + 2); })},
-                                             .out_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })}},
-                                pl::ShapeDtype({8}, pl::f32), testing::interpret());
-    CHECK_THROWS_WITH_AS(call(pl::Array::zeros({8}, pl::f32)), doctest::Contains("block of input 0 out of bounds"), RuntimeError);
-    CHECK_THROWS_WITH_AS(call(pl::Array::zeros({8}, pl::f32)), doctest::Contains("grid point (0)"), RuntimeError);
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref x, pl::Ref o) { o() = x(); };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.grid = {2},
+                                               .in_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i + 2); })},
+                                               .out_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })}},
+                                  pl::ShapeDtype({8}, pl::f32), backend);
+      CHECK_THROWS_WITH_AS(call(pl::Array::zeros({8}, pl::f32)), doctest::Contains("block of input 0 out of bounds"), RuntimeError);
+      CHECK_THROWS_WITH_AS(call(pl::Array::zeros({8}, pl::f32)), doctest::Contains("grid point (0)"), RuntimeError);
+    });
   }
 
   TEST_CASE("grid: out-of-bounds indexing inside the kernel names the buffer, index, range, step and line") {
-    int line = 0;
-    auto kernel = [&](pl::Ref x, pl::Ref o) {
-      line = __LINE__ + 1;
-      o() = x(pl::ds(pl::program_id(0) * 4, 4));
-    };
-    auto call = pl::pallas_call(kernel,
-                                pl::GridSpec{.grid = {3}, .out_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })}},
-                                pl::ShapeDtype({12}, pl::f32), testing::interpret());
-    pl::Array x = pl::Array::zeros({8}, pl::f32);
-    CHECK_THROWS_WITH_AS(call(x), doctest::Contains("out-of-bounds slice of `input 0 block`: ds(8, 4)"), RuntimeError);
-    CHECK_THROWS_WITH_AS(call(x), doctest::Contains("valid elements are [0, 8)"), RuntimeError);
-    CHECK_THROWS_WITH_AS(call(x), doctest::Contains("grid point (2)"), RuntimeError);
-    CHECK_THROWS_WITH_AS(call(x), doctest::Contains(fmt::format("grid_test.cpp:{}", line).c_str()), RuntimeError);
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      int line = 0;
+      auto kernel = [&](pl::Ref x, pl::Ref o) {
+        line = __LINE__ + 1;
+        o() = x(pl::ds(pl::program_id(0) * 4, 4));
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.grid = {3}, .out_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })}},
+                                  pl::ShapeDtype({12}, pl::f32), backend);
+      pl::Array x = pl::Array::zeros({8}, pl::f32);
+      CHECK_THROWS_WITH_AS(call(x), doctest::Contains("out-of-bounds slice of `input 0 block`: ds(8, 4)"), RuntimeError);
+      CHECK_THROWS_WITH_AS(call(x), doctest::Contains("valid elements are [0, 8)"), RuntimeError);
+      CHECK_THROWS_WITH_AS(call(x), doctest::Contains("grid point (2)"), RuntimeError);
+      CHECK_THROWS_WITH_AS(call(x), doctest::Contains(fmt::format("grid_test.cpp:{}", line).c_str()), RuntimeError);
+    });
   }
 
   TEST_CASE("grid: squeezed dims disappear from the kernel's ref and index by element") {
-    auto kernel = [](pl::Ref x, pl::Ref o) {
-      CHECK(x.shape() == pl::Shape{2, 3});
-      o() = x() + 1.0f;
-    };
-    auto spec = pl::BlockSpec({pl::squeezed, 2, 3}, [](pl::Value i) { return pl::idx(i, 0, 0); });
-    pl::Array x = pl::Array::arange(18, pl::f32).reshape({3, 2, 3});
-    pl::Array out = pl::pallas_call(kernel, pl::GridSpec{.grid = {3}, .in_specs = {spec}, .out_specs = {spec}},
-                                    pl::ShapeDtype({3, 2, 3}, pl::f32), testing::interpret())(x);
-    for (int64_t i = 0; i < 18; ++i) CHECK(out.to_vector<float>()[i] == static_cast<float>(i + 1));
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref x, pl::Ref o) {
+        CHECK(x.shape() == pl::Shape{2, 3});
+        o() = x() + 1.0f;
+      };
+      auto spec = pl::BlockSpec({pl::squeezed, 2, 3}, [](pl::Value i) { return pl::idx(i, 0, 0); });
+      pl::Array x = pl::Array::arange(18, pl::f32).reshape({3, 2, 3});
+      pl::Array out = pl::pallas_call(kernel, pl::GridSpec{.grid = {3}, .in_specs = {spec}, .out_specs = {spec}},
+                                      pl::ShapeDtype({3, 2, 3}, pl::f32), backend)(x);
+      for (int64_t i = 0; i < 18; ++i) CHECK(out.to_vector<float>()[i] == static_cast<float>(i + 1));
+    });
   }
 
   TEST_CASE("grid: BlockSpec forms — whole array, fixed block, ANY and SMEM") {
-    auto kernel = [](pl::Ref table, pl::Ref whole, pl::Ref raw, pl::Ref fixed, pl::Ref o) {
-      CHECK(table.memory_space() == pl::MemorySpace::SMEM);
-      CHECK(whole.shape() == pl::Shape{2, 4});
-      CHECK(raw.memory_space() == pl::MemorySpace::ANY);
-      CHECK(raw.shape() == pl::Shape{16});
-      CHECK(fixed.shape() == pl::Shape{1, 4});
-      o() = whole() + fixed() * table[1].astype(pl::f32);
-    };
-    auto call = pl::pallas_call(kernel,
-                                pl::GridSpec{.grid = {1},
-                                             .in_specs = {pl::BlockSpec(pl::SMEM), pl::BlockSpec(), pl::BlockSpec(pl::ANY),
-                                                          pl::BlockSpec({1, 4})}},
-                                pl::ShapeDtype({2, 4}, pl::f32), testing::interpret());
-    pl::Array out = call(pl::Array::from_vector<int32_t>({5, 10}, {2}), pl::Array::arange(8, pl::f32).reshape({2, 4}),
-                         pl::Array::zeros({16}, pl::f32), pl::Array::full({3, 4}, 1, pl::f32));
-    CHECK(out.to_vector<float>() == std::vector<float>{10, 11, 12, 13, 14, 15, 16, 17});
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref table, pl::Ref whole, pl::Ref raw, pl::Ref fixed, pl::Ref o) {
+        CHECK(table.memory_space() == pl::MemorySpace::SMEM);
+        CHECK(whole.shape() == pl::Shape{2, 4});
+        CHECK(raw.memory_space() == pl::MemorySpace::ANY);
+        CHECK(raw.shape() == pl::Shape{16});
+        CHECK(fixed.shape() == pl::Shape{1, 4});
+        o() = whole() + fixed() * table[1].astype(pl::f32);
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.grid = {1},
+                                               .in_specs = {pl::BlockSpec(pl::SMEM), pl::BlockSpec(), pl::BlockSpec(pl::ANY),
+                                                            pl::BlockSpec({1, 4})}},
+                                  pl::ShapeDtype({2, 4}, pl::f32), backend);
+      pl::Array out = call(pl::Array::from_vector<int32_t>({5, 10}, {2}), pl::Array::arange(8, pl::f32).reshape({2, 4}),
+                           pl::Array::zeros({16}, pl::f32), pl::Array::full({3, 4}, 1, pl::f32));
+      CHECK(out.to_vector<float>() == std::vector<float>{10, 11, 12, 13, 14, 15, 16, 17});
+    });
   }
 
   TEST_CASE("grid: scalar prefetch drives index maps (a block gather) and is readable in the kernel") {
-    auto kernel = [](pl::Ref ids, pl::Ref x, pl::Ref o) { o() = x() + ids[pl::program_id(0)].astype(pl::f32) * 1000.0f; };
-    auto call = pl::pallas_call(
-        kernel,
-        pl::PrefetchScalarGridSpec{
-            .num_scalar_prefetch = 1,
-            .grid = {4},
-            .in_specs = {pl::BlockSpec({2, 3}, [](pl::Value i, pl::Ref ids) { return pl::idx(ids[i], 0); })},
-            .out_specs = {pl::BlockSpec({2, 3}, [](pl::Value i, pl::Ref) { return pl::idx(i, 0); })}},
-        pl::ShapeDtype({8, 3}, pl::f32), testing::interpret());
-    pl::Array ids = pl::Array::from_vector<int32_t>({3, 0, 2, 0}, {4});
-    pl::Array x = pl::Array::arange(24, pl::f32).reshape({8, 3});
-    pl::Array out = call(ids, x);
-    for (int64_t b = 0; b < 4; ++b)
-      for (int64_t r = 0; r < 2; ++r)
-        for (int64_t c = 0; c < 3; ++c) {
-          const int64_t src = ids.at<int32_t>({b});
-          CHECK(out.at<float>({b * 2 + r, c}) == x.at<float>({src * 2 + r, c}) + 1000.0f * static_cast<float>(src));
-        }
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref ids, pl::Ref x, pl::Ref o) { o() = x() + ids[pl::program_id(0)].astype(pl::f32) * 1000.0f; };
+      auto call = pl::pallas_call(
+          kernel,
+          pl::PrefetchScalarGridSpec{
+              .num_scalar_prefetch = 1,
+              .grid = {4},
+              .in_specs = {pl::BlockSpec({2, 3}, [](pl::Value i, pl::Ref ids) { return pl::idx(ids[i], 0); })},
+              .out_specs = {pl::BlockSpec({2, 3}, [](pl::Value i, pl::Ref) { return pl::idx(i, 0); })}},
+          pl::ShapeDtype({8, 3}, pl::f32), backend);
+      pl::Array ids = pl::Array::from_vector<int32_t>({3, 0, 2, 0}, {4});
+      pl::Array x = pl::Array::arange(24, pl::f32).reshape({8, 3});
+      pl::Array out = call(ids, x);
+      for (int64_t b = 0; b < 4; ++b)
+        for (int64_t r = 0; r < 2; ++r)
+          for (int64_t c = 0; c < 3; ++c) {
+            const int64_t src = ids.at<int32_t>({b});
+            CHECK(out.at<float>({b * 2 + r, c}) == x.at<float>({src * 2 + r, c}) + 1000.0f * static_cast<float>(src));
+          }
+    });
   }
 
   TEST_CASE("grid: input_output_aliases start the output as the input, counting prefetch operands") {
-    // Only block 1 of 3 is written; the others keep the aliased input's values.
-    auto kernel = [](pl::Ref which, pl::Ref x, pl::Ref o) {
-      (void)which;
-      o() = x() * -1.0f;
-    };
-    auto spec = pl::BlockSpec({2}, [](pl::Value, pl::Ref which) { return pl::idx(which[0]); });
-    auto call = pl::pallas_call(kernel,
-                                pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1, .grid = {1}, .in_specs = {spec},
-                                                           .out_specs = {spec}},
-                                pl::ShapeDtype({6}, pl::f32), {.interpret = pl::InterpretParams{}, .input_output_aliases = {{1, 0}}});
-    pl::Array x = pl::Array::arange(6, pl::f32);
-    pl::Array out = call(pl::Array::from_vector<int32_t>({1}, {1}), x);
-    CHECK(out.to_vector<float>() == std::vector<float>{0, 1, -2, -3, 4, 5});
-    CHECK(x.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4, 5});
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      // Only block 1 of 3 is written; the others keep the aliased input's values.
+      auto kernel = [](pl::Ref which, pl::Ref x, pl::Ref o) {
+        (void)which;
+        o() = x() * -1.0f;
+      };
+      auto spec = pl::BlockSpec({2}, [](pl::Value, pl::Ref which) { return pl::idx(which[0]); });
+      auto call = pl::pallas_call(kernel,
+                                  pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1, .grid = {1}, .in_specs = {spec},
+                                                             .out_specs = {spec}},
+                                  pl::ShapeDtype({6}, pl::f32), testing::with_backend({.input_output_aliases = {{1, 0}}}, backend));
+      pl::Array x = pl::Array::arange(6, pl::f32);
+      pl::Array out = call(pl::Array::from_vector<int32_t>({1}, {1}), x);
+      CHECK(out.to_vector<float>() == std::vector<float>{0, 1, -2, -3, 4, 5});
+      CHECK(x.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4, 5});
+    });
   }
 
   TEST_CASE("grid: several outputs, scratch that persists across steps and starts as poison") {
-    auto kernel = [](pl::Ref x, pl::Ref total, pl::Ref first, pl::Ref acc, pl::Ref untouched) {
-      pl::when(pl::program_id(0) == 0, [&] {
-        acc() = pl::zeros_like(acc);
-        first() = untouched();  // never written: poison
-      });
-      acc() += x();
-      total() = acc();
-    };
-    auto whole = pl::BlockSpec({2}, [](pl::Value) { return pl::idx(0); });
-    auto call = pl::pallas_call(kernel,
-                                pl::GridSpec{.grid = {3},
-                                             .in_specs = {pl::BlockSpec({2}, [](pl::Value i) { return pl::idx(i); })},
-                                             .out_specs = {whole, whole},
-                                             .scratch_shapes = {pl::VMEM({2}, pl::f32), pl::VMEM({2}, pl::f32)}},
-                                std::vector<pl::ShapeDtype>{pl::ShapeDtype({2}, pl::f32), pl::ShapeDtype({2}, pl::f32)},
-                                testing::interpret());
-    std::vector<pl::Array> out = call(pl::Array::arange(6, pl::f32));
-    CHECK(out[0].to_vector<float>() == std::vector<float>{6, 9});
-    CHECK(std::isnan(out[1].at<float>({0})));
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref x, pl::Ref total, pl::Ref first, pl::Ref acc, pl::Ref untouched) {
+        pl::when(pl::program_id(0) == 0, [&] {
+          acc() = pl::zeros_like(acc);
+          first() = untouched();  // never written: poison
+        });
+        acc() += x();
+        total() = acc();
+      };
+      auto whole = pl::BlockSpec({2}, [](pl::Value) { return pl::idx(0); });
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.grid = {3},
+                                               .in_specs = {pl::BlockSpec({2}, [](pl::Value i) { return pl::idx(i); })},
+                                               .out_specs = {whole, whole},
+                                               .scratch_shapes = {pl::VMEM({2}, pl::f32), pl::VMEM({2}, pl::f32)}},
+                                  std::vector<pl::ShapeDtype>{pl::ShapeDtype({2}, pl::f32), pl::ShapeDtype({2}, pl::f32)},
+                                  backend);
+      std::vector<pl::Array> out = call(pl::Array::arange(6, pl::f32));
+      CHECK(out[0].to_vector<float>() == std::vector<float>{6, 9});
+      CHECK(std::isnan(out[1].at<float>({0})));
+    });
   }
 
   TEST_CASE("grid: parallel dims split over cores, each with its own scratch, same results as one core") {
@@ -243,32 +264,41 @@ TEST_SUITE("dsl") {
       acc() += x();
       o() = acc();
     };
-    auto make = [&](int cores) {
+    auto make = [&](const pl::CallOptions& backend) {
+      pl::CallOptions options = backend;
+      options.compiler_params.dimension_semantics = {pl::parallel, pl::arbitrary};
       return pl::pallas_call(
           kernel,
           pl::GridSpec{.grid = {4, 3},
                        .in_specs = {pl::BlockSpec({1, 2}, [](pl::Value i, pl::Value j) { return pl::idx(i, j); })},
                        .out_specs = {pl::BlockSpec({1, 2}, [](pl::Value i, pl::Value j) { return pl::idx(i, j); })},
                        .scratch_shapes = {pl::VMEM({1, 2}, pl::f32)}},
-          pl::ShapeDtype({4, 6}, pl::f32),
-          {.compiler_params = {.dimension_semantics = {pl::parallel, pl::arbitrary}},
-           .interpret = pl::InterpretParams{.num_cores_or_threads = cores}});
+          pl::ShapeDtype({4, 6}, pl::f32), options);
     };
     pl::Array x = pl::Array::random_normal({4, 6}, pl::f32, 3);
-    pl::Array one = make(1)(x), two = make(2)(x), three = make(3)(x);
-    CHECK(pl::allclose(one, two, 0, 0));
-    CHECK(pl::allclose(one, three, 0, 0));
+    const pl::Array one = make(testing::interpret({.num_cores_or_threads = 1}))(x);
     CHECK(one.at<float>({2, 5}) == doctest::Approx(x.at<float>({2, 1}) + x.at<float>({2, 3}) + x.at<float>({2, 5})));
+    for (int cores : {2, 3}) {
+      INFO(cores << " cores");
+      CHECK(pl::allclose(make(testing::interpret({.num_cores_or_threads = cores}))(x), one, 0, 0));
+      // Compiled kernels run one core per thread.
+      pl::set_num_threads(cores);
+      CHECK(pl::num_threads() == cores);
+      CHECK(pl::allclose(make(pl::CallOptions{})(x), one, 0, 0));
+    }
+    pl::set_num_threads(0);
   }
 
   TEST_CASE("grid: an empty grid runs nothing and leaves outputs uninitialised") {
-    int runs = 0;
-    auto kernel = [&](pl::Ref o) {
-      ++runs;  // traced once, never executed
-      o() = pl::zeros_like(o);
-    };
-    pl::Array out = pl::pallas_call(kernel, pl::GridSpec{.grid = {0}}, pl::ShapeDtype({2}, pl::f32), testing::interpret())();
-    CHECK(runs == 1);
-    CHECK(std::isnan(out.at<float>({0})));
+    testing::for_each_backend([](const pl::CallOptions& backend) {
+      int runs = 0;
+      auto kernel = [&](pl::Ref o) {
+        ++runs;  // traced once, never executed
+        o() = pl::zeros_like(o);
+      };
+      pl::Array out = pl::pallas_call(kernel, pl::GridSpec{.grid = {0}}, pl::ShapeDtype({2}, pl::f32), backend)();
+      CHECK(runs == 1);
+      CHECK(std::isnan(out.at<float>({0})));
+    });
   }
 }

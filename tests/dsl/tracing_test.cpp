@@ -10,9 +10,6 @@ namespace pl = tessera;
 
 namespace {
 
-pl::Array run1(const std::function<void(pl::Ref, pl::Ref)>& kernel, const pl::Array& x, pl::ShapeDtype out) {
-  return pl::pallas_call(kernel, pl::GridSpec{}, out, testing::interpret())(x);
-}
 
 int kernel_line = 0;
 void located_kernel(pl::Ref x, pl::Ref o) {
@@ -57,10 +54,12 @@ TEST_SUITE("dsl") {
       x() = x() + 1.0f;      // writes the input block
       o() = before;          // still the value loaded first
     };
-    pl::Array x = pl::Array::from_vector<float>({1, 2}, {2});
-    pl::Array out = run1(kernel, x, pl::ShapeDtype({2}, pl::f32));
-    CHECK(out.to_vector<float>() == std::vector<float>{1, 2});
-    CHECK(x.to_vector<float>() == std::vector<float>{1, 2});  // the caller's array never changes
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Array x = pl::Array::from_vector<float>({1, 2}, {2});
+      pl::Array out = pl::pallas_call(kernel, pl::GridSpec{}, pl::ShapeDtype({2}, pl::f32), backend)(x);
+      CHECK(out.to_vector<float>() == std::vector<float>{1, 2});
+      CHECK(x.to_vector<float>() == std::vector<float>{1, 2});  // the caller's array never changes
+    });
   }
 
   TEST_CASE("tracing: the kernel is traced once per argument signature") {

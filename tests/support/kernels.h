@@ -10,6 +10,8 @@
 #include <string>
 #include <unistd.h>
 
+#include <doctest/doctest.h>
+
 namespace tessera::testing {
 
 namespace pl = tessera;
@@ -19,6 +21,29 @@ inline pl::CallOptions interpret(pl::InterpretParams params = {}) {
   pl::CallOptions o;
   o.interpret = params;
   return o;
+}
+
+// A backend a semantic test runs in.
+struct Backend {
+  const char* name;
+  pl::CallOptions options;
+};
+// Compiled (the default) and interpreted (with `params`).
+inline std::vector<Backend> backends(pl::InterpretParams params = {}) {
+  return {{"compiled", pl::CallOptions{}}, {"interpret", interpret(params)}};
+}
+// Runs body(options) once per backend; failures name the backend.
+template <class F>
+void for_each_backend(F body, pl::InterpretParams params = {}) {
+  for (const Backend& b : backends(params)) {
+    INFO("backend: " << b.name);
+    body(b.options);
+  }
+}
+// The same options with `other` fields taken from `base` (for calls that set their own fields).
+inline pl::CallOptions with_backend(pl::CallOptions options, const pl::CallOptions& backend) {
+  options.interpret = backend.interpret;
+  return options;
 }
 
 // Runs f with stderr redirected into a string.
