@@ -289,8 +289,11 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
     TraceContext ctx(fn, name_);
     ir::Builder& b = ctx.builder();
     // How each input and output reaches the body; unwindowed ones keep their memory space (ANY/HBM).
-    std::set<int> aliased;
-    for (auto [in, out] : spec_.options.input_output_aliases) aliased.insert(out);
+    std::set<int> aliased, aliased_inputs;
+    for (auto [in, out] : spec_.options.input_output_aliases) {
+      aliased.insert(out);
+      aliased_inputs.insert(in - np);
+    }
     ir::PipelineAttr pa;
     pa.grid = spec_.grid;
     pa.semantics = semantics();
@@ -298,7 +301,7 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
       const bool output = k >= ni;
       const Shape& shape = output ? spec_.out_shapes[k - ni].shape : args[np + k].shape();
       pa.operands.push_back(pipeline_operand(spec_for(k, ni), shape, operand_name(np, ni, np + k), output,
-                                             output && aliased.count(k - ni) > 0));
+                                             output ? aliased.count(k - ni) > 0 : aliased_inputs.count(k) > 0));
     }
 
     std::vector<Ref> prefetch;

@@ -130,6 +130,7 @@ class Emitter {
     rt_fetch_ = declare("tessera_rt_fetch_block", i32, {ptr, i32, ptr, ptr, ptr});
     rt_writeback_ = declare("tessera_rt_writeback_block", i32, {ptr, i32, ptr, ptr, ptr});
     rt_view_fault_ = declare("tessera_rt_view_fault", b_.getVoidTy(), {ptr, i32, i32, i64});
+    rt_block_view_fault_ = declare("tessera_rt_block_view_fault", b_.getVoidTy(), {ptr, i32, ptr});
     rt_print_ = declare("tessera_rt_debug_print", b_.getVoidTy(), {ptr, i32, ptr});
   }
 
@@ -645,6 +646,33 @@ class Emitter {
         used(op);
         return;
       }
+      case OpKind::BlockView: {
+        const RefCg array = ref(op.operands[0]);
+        const Type t = out_type();
+        const size_t rank = array.shape.size();
+        llvm::Value* bad = b_.getFalse();
+        llvm::Value* offset = b_.getInt64(0);
+        for (size_t d = 0; d < rank; ++d) {
+          llvm::Value* start = b_.CreateSExt(tensor(op.operands[1 + d]).scalar, b_.getInt64Ty());
+          bad = b_.CreateOr(bad, b_.CreateOr(b_.CreateICmpSLT(start, b_.getInt64(0)),
+                                             b_.CreateICmpSGE(start, b_.getInt64(array.shape[d]))));
+          offset = b_.CreateAdd(offset, b_.CreateMul(start, b_.getInt64(array.strides[d])));
+        }
+        llvm::BasicBlock* fault = llvm::BasicBlock::Create(ctx_, "block.fault", f_);
+        llvm::BasicBlock* ok = llvm::BasicBlock::Create(ctx_, "block.ok", f_);
+        b_.CreateCondBr(bad, fault, ok);
+        b_.SetInsertPoint(fault);
+        llvm::Value* starts = entry_alloca(b_.getInt32Ty(), std::max<int64_t>(1, static_cast<int64_t>(rank)));
+        for (size_t d = 0; d < rank; ++d)
+          b_.CreateStore(tensor(op.operands[1 + d]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), starts, b_.getInt64(d)));
+        b_.CreateCall(rt_block_view_fault_, {core_, b_.getInt32(static_cast<int32_t>(id)), starts});
+        b_.CreateBr(abort_);
+        b_.SetInsertPoint(ok);
+        values_[op.results[0]] =
+            RefCg{element_address(b_, array.dtype, array.base, offset), array.dtype, t.shape, array.strides, array.root};
+        used(op);
+        return;
+      }
       case OpKind::DebugPrint: {
         llvm::Value* ptrs = entry_alloca(b_.getPtrTy(), std::max<int64_t>(1, static_cast<int64_t>(op.operands.size())));
         for (size_t i = 0; i < op.operands.size(); ++i) {
@@ -892,6 +920,7 @@ class Emitter {
       b_ops = arrange(rhs, rt_, rorder, K, N);
     }
     llvm::Value* packed = acc == DType::f32 && N >= kGemmPanel ? temp(K * (N / kGemmPanel) * kGemmPanel * 4) : nullptr;
+    llvm::Value* packed_a = acc == DType::f32 && N >= kGemmPanel ? temp(K * M * 4) : nullptr;
     llvm::Value* c = nullptr;
     int64_t ldc = N;
     if (into) {
@@ -902,7 +931,7 @@ class Emitter {
     }
     for (int64_t bt = 0; bt < B; ++bt) {
       llvm::Value* cb = into ? c : element_address(b_, acc, c, b_.getInt64(bt * M * N));
-      if (acc == DType::f32) emit_gemm_f32(b_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed);
+      if (acc == DType::f32) emit_gemm_f32(b_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a);
       else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);
     }
     if (into) return;
@@ -1128,7 +1157,8 @@ class Emitter {
   std::vector<int> static_uses_;    // uses in the IR
   std::vector<bool> nonlocal_use_;  // used in a region other than its own
   std::vector<std::vector<ValueId>> pending_;  // per open region: tensors that read memory
-  llvm::FunctionCallee rt_grid_point_, rt_alloc_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_, rt_view_fault_, rt_print_;
+  llvm::FunctionCallee rt_grid_point_, rt_alloc_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_, rt_view_fault_,
+      rt_block_view_fault_, rt_print_;
 };
 
 }  // namespace

@@ -27,9 +27,10 @@ llvm::Value* element(llvm::IRBuilderBase& b, const MatrixOperand& m, llvm::Value
 }
 
 // Copies B's full 16-column panels into `packed` as f32: packed[(p * k + kk) * 16 + j] = B[kk][p * 16 + j].
+// B is read row by row (each source row once, whatever its stride), the panels written interleaved.
 void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, int64_t panels, int64_t k) {
-  emit_loop(b, panels, [&](llvm::Value* p) {
-    emit_loop(b, k, [&](llvm::Value* kk) {
+  emit_loop(b, k, [&](llvm::Value* kk) {
+    emit_loop(b, panels, [&](llvm::Value* p) {
       llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), kk), i64(b, kGemmPanel));
       for (int64_t j = 0; j < kGemmPanel; ++j) {
         llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(b, kGemmPanel)), i64(b, j));
@@ -38,6 +39,20 @@ void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed
       }
     });
   });
+}
+
+// Copies A into `packed` as a dense row-major f32 matrix (leading dim k), converting 16-bit floats
+// once. Rows are read and written contiguously, so the loop vectorises; the micro-kernel then finds
+// A on a few pages whatever its original row stride was.
+MatrixOperand pack_a(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k) {
+  if (a.dtype == DType::f32 && a.ld == k) return a;  // already dense f32
+  emit_loop(b, m, [&](llvm::Value* r) {
+    emit_loop(b, k, [&](llvm::Value* kk) {
+      b.CreateStore(element(b, a, r, kk, DType::f32),
+                    b.CreateInBoundsGEP(b.getFloatTy(), packed, b.CreateAdd(b.CreateMul(r, i64(b, k)), kk)));
+    });
+  });
+  return MatrixOperand{packed, DType::f32, k};
 }
 
 // One micro-tile: rows [i, i + rows) of C, panel p (columns p*16 .. p*16+16).
@@ -80,20 +95,21 @@ void micro_tile(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* c, 
 }  // namespace
 
 void emit_gemm_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixOperand& bm, llvm::Value* c, int64_t ldc,
-                   int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed) {
+                   int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed, llvm::Value* packed_a) {
   const int64_t panels = n / kGemmPanel;
   const int64_t full_rows = m / kRows * kRows;
   if (panels > 0) {
     pack_b(b, bm, packed, panels, k);
+    const MatrixOperand dense_a = pack_a(b, a, packed_a, m, k);
     emit_loop(b, panels, [&](llvm::Value* p) {
       if (full_rows > 0)
         emit_loop(b, i64(b, 0), i64(b, full_rows), i64(b, kRows), {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
-          micro_tile(b, a, c, ldc, k, accumulate, packed, p, i, kRows);
+          micro_tile(b, dense_a, c, ldc, k, accumulate, packed, p, i, kRows);
           return std::vector<llvm::Value*>{};
         });
       if (full_rows < m)
         emit_loop(b, i64(b, full_rows), i64(b, m), i64(b, 1), {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
-          micro_tile(b, a, c, ldc, k, accumulate, packed, p, i, 1);
+          micro_tile(b, dense_a, c, ldc, k, accumulate, packed, p, i, 1);
           return std::vector<llvm::Value*>{};
         });
     });

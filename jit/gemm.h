@@ -26,9 +26,11 @@ struct MatrixOperand {
 inline constexpr int64_t kGemmPanel = 16;  // columns of B per packed panel (two 8-float vectors)
 
 // C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes), C an f32
-// matrix with leading dim ldc. `packed` is scratch for k * (n / 16) * 16 floats.
+// matrix with leading dim ldc. B is packed into 16-column f32 panels (`packed`: k * (n / 16) * 16
+// floats) and A, unless it is dense f32 already, into a dense f32 copy (`packed_a`: m * k floats),
+// converting 16-bit floats once.
 void emit_gemm_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixOperand& bm, llvm::Value* c, int64_t ldc,
-                   int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed);
+                   int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed, llvm::Value* packed_a);
 
 // C (+)= A . B in the accumulator type `acc` (f64, i32 or i64): each C[i][j] sums its products in k
 // order, as the interpreter does. C has dtype `acc` and leading dim ldc.

@@ -134,7 +134,7 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
     case OpKind::View: {
       std::vector<int64_t> starts;
       for (size_t i = 1; i < op.operands.size(); ++i) starts.push_back(as_int(in(i)));
-      set(view(ref(in(0)), starts, std::get<ir::ViewAttr>(op.attr)));
+      set(view(ref(in(0)), starts, std::get<ir::ViewAttr>(op.attr), root_buffer_name(fn_, op.operands[0])));
       return;
     }
     case OpKind::Load:
@@ -188,6 +188,12 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       }
       writeback_block(ref(in(0)), ref(in(1)), starts, attr.name);
       check_revisit(frame.ctx.launch, attr, starts);
+      return;
+    }
+    case OpKind::BlockView: {
+      std::vector<int64_t> starts;
+      for (size_t i = 1; i < op.operands.size(); ++i) starts.push_back(as_int(in(i)));
+      set(block_view(ref(in(0)), result_type().shape, starts, std::get<ir::BlockCopyAttr>(op.attr).name));
       return;
     }
     case OpKind::DebugPrint: {

@@ -9,16 +9,6 @@
 
 namespace tessera::rt {
 
-std::string root_buffer_name(const ir::Function& fn, ir::ValueId ref) {
-  for (;;) {
-    const ir::Op* def = fn.def(ref);
-    if (!def) return fn.values[ref].name;
-    if (def->kind == ir::OpKind::Alloc) return std::get<std::string>(def->attr);
-    if (def->kind != ir::OpKind::View) return fn.values[ref].name;
-    ref = def->operands[0];
-  }
-}
-
 namespace {
 
 int32_t fail(CoreContext* core, int32_t op, const std::string& message) {
@@ -47,6 +37,7 @@ std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols() {
       {"tessera_rt_fetch_block", reinterpret_cast<void*>(&tessera_rt_fetch_block)},
       {"tessera_rt_writeback_block", reinterpret_cast<void*>(&tessera_rt_writeback_block)},
       {"tessera_rt_view_fault", reinterpret_cast<void*>(&tessera_rt_view_fault)},
+      {"tessera_rt_block_view_fault", reinterpret_cast<void*>(&tessera_rt_block_view_fault)},
       {"tessera_rt_debug_print", reinterpret_cast<void*>(&tessera_rt_debug_print)},
   };
 }
@@ -79,36 +70,68 @@ extern "C" int64_t tessera_rt_ipow(int64_t base, int64_t exp, int32_t bits) {
   return tessera::rt::int_pow_wrapped(base, exp, bits);
 }
 
-extern "C" int32_t tessera_rt_fetch_block(CoreContext* core, int32_t op, const void* array, void* block,
-                                          const int32_t* starts) {
-  const tessera::ir::Op& o = core->fn->ops[op];
-  const auto& attr = std::get<tessera::ir::BlockCopyAttr>(o.attr);
-  tessera::rt::Buffer a = tessera::rt::operand_buffer(core, o, 0, array, false);
-  tessera::rt::Buffer b = tessera::rt::operand_buffer(core, o, 1, block, true);
+namespace tessera::rt {
+namespace {
+
+// fetch_block / writeback_block between contiguous buffers. The whole-block case (every block of a
+// grid whose dims divide the array) is a row copy with no allocation; edge blocks take the general
+// path with poison and clipping.
+int32_t block_copy(CoreContext* core, int32_t op, bool fetch, const void* from, void* to, const int32_t* starts32) {
+  const ir::Op& o = core->fn->ops[op];
+  const auto& attr = std::get<ir::BlockCopyAttr>(o.attr);
+  const Type& array_type = core->fn->type(o.operands[fetch ? 0 : 1]);
+  const Type& block_type = core->fn->type(o.operands[fetch ? 1 : 0]);
+  const size_t rank = array_type.shape.size();
+  int64_t starts[16];
+  bool whole = rank <= 16;
+  for (size_t d = 0; whole && d < rank; ++d) {
+    starts[d] = starts32[d];
+    whole = starts[d] >= 0 && starts[d] + block_type.shape[d] <= array_type.shape[d];
+  }
   try {
-    std::vector<int64_t> s = tessera::rt::widen(starts, a.shape.size());
-    tessera::rt::fetch_block(tessera::rt::RefView::whole(a), tessera::rt::RefView::whole(b), s, core->zero_uninitialized,
-                             attr.name);
-  } catch (const tessera::rt::Fault& f) {
-    return tessera::rt::fail(core, op, f.what());
+    if (whole) {
+      const int64_t zeros[16] = {};
+      const std::span<const int64_t> at(starts, rank), origin(zeros, rank);
+      const int64_t es = dtype_size(array_type.dtype);
+      if (fetch)
+        copy_window(static_cast<std::byte*>(to), block_type.shape, origin, static_cast<const std::byte*>(from),
+                    array_type.shape, at, block_type.shape, es);
+      else
+        copy_window(static_cast<std::byte*>(to), array_type.shape, at, static_cast<const std::byte*>(from),
+                    block_type.shape, origin, block_type.shape, es);
+    } else {
+      Buffer array = operand_buffer(core, o, fetch ? 0 : 1, fetch ? from : to, !fetch);
+      Buffer block = operand_buffer(core, o, fetch ? 1 : 0, fetch ? to : from, fetch);
+      const std::vector<int64_t> s = widen(starts32, rank);
+      if (fetch) fetch_block(RefView::whole(array), RefView::whole(block), s, core->zero_uninitialized, attr.name);
+      else writeback_block(RefView::whole(block), RefView::whole(array), s, attr.name);
+    }
+    if (!fetch) check_revisit(core->launch, attr, widen(starts32, rank));
+  } catch (const Fault& f) {
+    return fail(core, op, f.what());
   }
   return 0;
 }
 
+}  // namespace
+}  // namespace tessera::rt
+
+extern "C" int32_t tessera_rt_fetch_block(CoreContext* core, int32_t op, const void* array, void* block,
+                                          const int32_t* starts) {
+  return tessera::rt::block_copy(core, op, true, array, block, starts);
+}
+
 extern "C" int32_t tessera_rt_writeback_block(CoreContext* core, int32_t op, const void* block, void* array,
                                               const int32_t* starts) {
+  return tessera::rt::block_copy(core, op, false, block, array, starts);
+}
+
+extern "C" void tessera_rt_block_view_fault(CoreContext* core, int32_t op, const int32_t* starts) {
   const tessera::ir::Op& o = core->fn->ops[op];
-  const auto& attr = std::get<tessera::ir::BlockCopyAttr>(o.attr);
-  tessera::rt::Buffer b = tessera::rt::operand_buffer(core, o, 0, block, false);
-  tessera::rt::Buffer a = tessera::rt::operand_buffer(core, o, 1, array, true);
-  try {
-    std::vector<int64_t> s = tessera::rt::widen(starts, a.shape.size());
-    tessera::rt::writeback_block(tessera::rt::RefView::whole(b), tessera::rt::RefView::whole(a), s, attr.name);
-    tessera::rt::check_revisit(core->launch, attr, s);
-  } catch (const tessera::rt::Fault& f) {
-    return tessera::rt::fail(core, op, f.what());
-  }
-  return 0;
+  const tessera::Type& array = core->fn->type(o.operands[0]);
+  const std::vector<int64_t> s = tessera::rt::widen(starts, array.shape.size());
+  auto error = tessera::rt::block_start_error(array.shape, s, std::get<tessera::ir::BlockCopyAttr>(o.attr).name);
+  tessera::rt::fail(core, op, error.value_or("block view out of bounds"));
 }
 
 extern "C" void tessera_rt_view_fault(CoreContext* core, int32_t op, int32_t dim, int64_t start) {

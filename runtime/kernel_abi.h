@@ -36,6 +36,8 @@ int32_t tessera_rt_fetch_block(tessera::rt::CoreContext* core, int32_t op, const
                                const int32_t* starts);
 int32_t tessera_rt_writeback_block(tessera::rt::CoreContext* core, int32_t op, const void* block, void* array,
                                    const int32_t* starts);
+// Records that block_view op `op` starts outside its array (starts: one i32 per dim).
+void tessera_rt_block_view_fault(tessera::rt::CoreContext* core, int32_t op, const int32_t* starts);
 // Records that view op `op` is out of bounds in dimension `dim` at `start`.
 void tessera_rt_view_fault(tessera::rt::CoreContext* core, int32_t op, int32_t dim, int64_t start);
 // A debug_print op; values[i] points at operand i's elements (contiguous, storage dtype).
@@ -46,8 +48,5 @@ namespace tessera::rt {
 
 // The ABI functions by name, for the JIT to bind.
 std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols();
-
-// The name of the buffer a ref value of `fn` ultimately points into ("input 0", "scratch 1", ...).
-std::string root_buffer_name(const ir::Function& fn, ir::ValueId ref);
 
 }  // namespace tessera::rt

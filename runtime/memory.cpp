@@ -113,7 +113,18 @@ std::string view_fault_message(const std::string& name, const Shape& shape, size
                      start < 0 ? start : last, extent);
 }
 
-RefView view(const RefView& ref, std::span<const int64_t> starts, const ir::ViewAttr& attr) {
+std::string root_buffer_name(const ir::Function& fn, ir::ValueId ref) {
+  for (;;) {
+    const ir::Op* def = fn.def(ref);
+    if (!def) return fn.values[ref].name;
+    if (def->kind == ir::OpKind::Alloc) return std::get<std::string>(def->attr);
+    if (def->kind == ir::OpKind::BlockView) return std::get<ir::BlockCopyAttr>(def->attr).name + " block";
+    if (def->kind != ir::OpKind::View) return fn.values[ref].name;
+    ref = def->operands[0];
+  }
+}
+
+RefView view(const RefView& ref, std::span<const int64_t> starts, const ir::ViewAttr& attr, const std::string& name) {
   RefView out{ref.buffer, ref.offset, {}, {}};
   for (size_t d = 0; d < attr.dims.size(); ++d) {
     const ir::ViewDim& dim = attr.dims[d];
@@ -121,7 +132,7 @@ RefView view(const RefView& ref, std::span<const int64_t> starts, const ir::View
     const int64_t extent = ref.shape[d];
     const bool bad = dim.squeeze ? (start < 0 || start >= extent)
                                  : (dim.size > 0 && (start < 0 || start + (dim.size - 1) * dim.stride >= extent));
-    if (bad) throw Fault(view_fault_message(ref.buffer->name, ref.shape, d, dim, start));
+    if (bad) throw Fault(view_fault_message(name, ref.shape, d, dim, start));
     if (!dim.squeeze) {
       out.shape.push_back(dim.size);
       out.strides.push_back(ref.strides[d] * dim.stride);
@@ -177,19 +188,59 @@ void store_masked(const RefView& ref, const Array& value, const Array& mask) {
   store(ref, merged);
 }
 
+std::optional<std::string> block_start_error(const Shape& shape, std::span<const int64_t> starts, const std::string& what) {
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (starts[d] < 0 || starts[d] >= shape[d])
+      return fmt::format("block of {} out of bounds: the window starts at element ({}) but the array has shape {}; "
+                         "dimension {} starts at {}, valid starts are [0, {}). Check the index map: it returns block "
+                         "indices, which are multiplied by the block shape",
+                         what, fmt::join(starts, ", "), shape_tuple_str(shape), d, starts[d], shape[d]);
+  return std::nullopt;
+}
+
+void copy_window(std::byte* dst, const Shape& dst_shape, std::span<const int64_t> dst_starts, const std::byte* src,
+                 const Shape& src_shape, std::span<const int64_t> src_starts, const Shape& box, int64_t es) {
+  const size_t rank = box.size();
+  if (num_elements(box) == 0) return;
+  if (rank == 0) {
+    std::memcpy(dst, src, static_cast<size_t>(es));
+    return;
+  }
+  // Row-major strides of both arrays and the offsets of the window's first element.
+  int64_t dst_stride[16], src_stride[16];
+  int64_t dst_off = 0, src_off = 0, ds = 1, ss = 1;
+  for (size_t d = rank; d-- > 0;) {
+    dst_stride[d] = ds;
+    src_stride[d] = ss;
+    dst_off += dst_starts[d] * ds;
+    src_off += src_starts[d] * ss;
+    ds *= dst_shape[d];
+    ss *= src_shape[d];
+  }
+  const size_t row = static_cast<size_t>(box[rank - 1] * es);
+  int64_t idx[16] = {};
+  const int64_t rows = num_elements(box) / box[rank - 1];
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t d_at = dst_off, s_at = src_off;
+    for (size_t d = 0; d + 1 < rank; ++d) {
+      d_at += idx[d] * dst_stride[d];
+      s_at += idx[d] * src_stride[d];
+    }
+    std::memcpy(dst + d_at * es, src + s_at * es, row);
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++idx[d] < box[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 // The part of a block window at `starts` that lies inside the array; faults when the window starts
 // outside it.
 static Shape in_bounds_box(const RefView& array, const Shape& block, std::span<const int64_t> starts,
                            const std::string& what) {
+  if (auto error = block_start_error(array.shape, starts, what)) throw Fault(*error);
   Shape box(block.size());
-  for (size_t d = 0; d < block.size(); ++d) {
-    if (starts[d] < 0 || starts[d] >= array.shape[d])
-      throw Fault(fmt::format("block of {} out of bounds: the window starts at element ({}) but the array has shape {}; "
-                              "dimension {} starts at {}, valid starts are [0, {}). Check the index map: it returns "
-                              "block indices, which are multiplied by the block shape",
-                              what, fmt::join(starts, ", "), shape_tuple_str(array.shape), d, starts[d], array.shape[d]));
-    box[d] = std::min(block[d], array.shape[d] - starts[d]);
-  }
+  for (size_t d = 0; d < block.size(); ++d) box[d] = std::min(block[d], array.shape[d] - starts[d]);
   return box;
 }
 
@@ -201,6 +252,13 @@ void fetch_block(const RefView& array, const RefView& block, std::span<const int
   for (size_t d = 0; d < starts.size(); ++d) src_off += starts[d] * array.strides[d];
   copy_box(block.address(0), block.strides, array.read_address(src_off), array.strides, box,
            dtype_size(array.buffer->dtype));
+}
+
+RefView block_view(const RefView& array, const Shape& block, std::span<const int64_t> starts, const std::string& what) {
+  if (auto error = block_start_error(array.shape, starts, what)) throw Fault(*error);
+  RefView out{array.buffer, array.offset, block, array.strides};
+  for (size_t d = 0; d < starts.size(); ++d) out.offset += starts[d] * array.strides[d];
+  return out;
 }
 
 void writeback_block(const RefView& block, const RefView& array, std::span<const int64_t> starts,

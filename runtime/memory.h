@@ -8,6 +8,7 @@
 
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -70,8 +71,13 @@ struct RefView {
   std::byte* address(int64_t element_offset) const;  // faults on read-only buffers
 };
 
-// The window `attr` of `ref` at these starts (one per dim of ref). Faults when out of range.
-RefView view(const RefView& ref, std::span<const int64_t> starts, const ir::ViewAttr& attr);
+// The name of the buffer a ref value of `fn` points into, for messages: "input 0", "scratch 1",
+// "input 0 block" (a pipeline's block, copied or read in place).
+std::string root_buffer_name(const ir::Function& fn, ir::ValueId ref);
+
+// The window `attr` of `ref` at these starts (one per dim of ref). Faults when out of range, naming
+// the ref `name`.
+RefView view(const RefView& ref, std::span<const int64_t> starts, const ir::ViewAttr& attr, const std::string& name);
 // The message of a failed view: `name` of `shape`, dim `dim` indexed or sliced by `d` from `start`.
 std::string view_fault_message(const std::string& name, const Shape& shape, size_t dim, const ir::ViewDim& d,
                                int64_t start);
@@ -81,11 +87,22 @@ Array load_masked(const RefView& ref, const Array& mask, const Array* other, boo
 void store(const RefView& ref, const Array& value);
 void store_masked(const RefView& ref, const Array& value, const Array& mask);
 
+// Whether a block window at `starts` begins inside an array of `shape` (0 <= start < dim in every
+// dim); otherwise the error message, naming `what`.
+std::optional<std::string> block_start_error(const Shape& shape, std::span<const int64_t> starts, const std::string& what);
+
+// Copies a window between two contiguous row-major arrays of element size `es`: `box` elements per
+// dim, from `src` (of shape src_shape) at src_starts to `dst` (of shape dst_shape) at dst_starts.
+void copy_window(std::byte* dst, const Shape& dst_shape, std::span<const int64_t> dst_starts, const std::byte* src,
+                 const Shape& src_shape, std::span<const int64_t> src_starts, const Shape& box, int64_t es);
+
 // Block copies of the pipeline (DESIGN.md §4.2-5): `block` has the window's full-rank shape.
 // fetch: array window at `starts` -> block, out-of-array elements poisoned; faults unless
 // 0 <= start < dim in every dim (at least one element in bounds).
 void fetch_block(const RefView& array, const RefView& block, std::span<const int64_t> starts, bool zero_poison,
                  const std::string& what);
+// block_view: the whole block at `starts` as a view of the array; faults like fetch_block.
+RefView block_view(const RefView& array, const Shape& block, std::span<const int64_t> starts, const std::string& what);
 // writeback: block -> array window at `starts`, out-of-array elements dropped.
 void writeback_block(const RefView& block, const RefView& array, std::span<const int64_t> starts,
                      const std::string& what);

@@ -92,7 +92,7 @@ struct PipelineOperand {
   std::vector<bool> squeezed;  // dims whose index map value is an element offset and that the body doesn't see
   MemorySpace space = MemorySpace::VMEM;  // where the window lives
   bool is_output = false;
-  bool aliased = false;        // output that aliases an input (revisits allowed)
+  bool aliased = false;        // in an input_output_aliases pair (an output may then be revisited)
   SourceLoc loc;               // where its BlockSpec was written: blamed for its block copies
   bool operator==(const PipelineOperand&) const = default;
 };

@@ -257,6 +257,11 @@ class Printer {
                             use(o.operands[1]), uses(o.operands, 2));
         end_line(o);
         return;
+      case OpKind::BlockView:
+        out_ += fmt::format("{}block_view {} {} at [{}] : {}", results, attr_str(o.attr), use(o.operands[0]),
+                            uses(o.operands, 1), type_str(fn_.type(o.results[0])));
+        end_line(o);
+        return;
       default: break;
     }
     // Generic form: %r = mnemonic %a, %b attr : result types

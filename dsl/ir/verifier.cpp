@@ -376,6 +376,18 @@ class Verifier {
         expect_index_scalars(id, 2, o.operands.size());
         return;
       }
+      case OpKind::BlockView: {
+        check(!o.operands.empty() && o.results.size() == 1, id, "block_view takes an array and starts");
+        const Type& a = t(o.operands[0]);
+        const Type& r = result(0);
+        check(a.is_ref() && r.is_ref() && a.dtype == r.dtype && a.rank() == r.rank(), id,
+              "the block has the array's dtype and rank");
+        check(o.operands.size() == 1 + static_cast<size_t>(a.rank()), id, "one start per dim");
+        for (int64_t d = 0; d < a.rank(); ++d) check(r.shape[d] <= a.shape[d], id, "the block fits in the array");
+        check(std::holds_alternative<BlockCopyAttr>(o.attr), id, "needs a block copy attribute");
+        expect_index_scalars(id, 1, o.operands.size());
+        return;
+      }
       case OpKind::DebugPrint:
         check(o.results.empty() && std::holds_alternative<std::string>(o.attr), id, "debug_print takes a format");
         for (ValueId v : o.operands) check(t(v).is_tensor(), id, "debug_print prints values");

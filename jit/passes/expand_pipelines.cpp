@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "dsl/ir/printer.h"
+#include <set>
 #include "dsl/ir/rewriter.h"
 
 namespace tessera::passes {
@@ -10,6 +11,22 @@ namespace tessera::passes {
 using namespace ir;
 
 namespace {
+
+// Whether the body writes the ref `arg` (or any view of it): a store, or any use other than a load
+// or a view (conservative, so that future ref uses count as writes until taught otherwise).
+bool writes(const Function& fn, RegionId region, std::set<ValueId>& refs) {
+  for (OpId id : fn.regions[region].ops) {
+    const Op& op = fn.ops[id];
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      if (!refs.count(op.operands[i])) continue;
+      if (op.kind == OpKind::View && i == 0) refs.insert(op.results[0]);
+      else if (op.kind != OpKind::Load || i != 0) return true;
+    }
+    for (RegionId sub : op.regions)
+      if (writes(fn, sub, refs)) return true;
+  }
+  return false;
+}
 
 // The grid indices of the step being expanded, for program_id / num_programs in its body.
 struct GridContext {
@@ -94,6 +111,29 @@ class Expander {
     return acc;
   }
 
+  // Whether every block of the operand lies wholly inside the array (the blocked dims divide it).
+  static bool divides(const Shape& array, const PipelineOperand& po) {
+    for (size_t d = 0; d < array.size(); ++d)
+      if (!po.squeezed[d] && array[d] % po.block[d] != 0) return false;
+    return true;
+  }
+
+  // The body's ref of a block: the block itself, or a view without its squeezed dims.
+  ValueId squeeze(ValueId block, const PipelineOperand& po, const std::vector<ValueId>& zeros, SourceLoc loc) {
+    bool any = false;
+    for (bool s : po.squeezed) any |= s;
+    if (!any) return block;
+    ViewAttr va;
+    Shape visible;
+    for (size_t d = 0; d < po.block.size(); ++d) {
+      va.dims.push_back(ViewDim{po.squeezed[d], po.block[d], 1});
+      if (!po.squeezed[d]) visible.push_back(po.block[d]);
+    }
+    std::vector<ValueId> operands{block};
+    operands.insert(operands.end(), zeros.begin(), zeros.end());
+    return b().create_value(OpKind::View, operands, Type::ref(b().type(block).dtype, visible, po.space), va, loc);
+  }
+
   // Emits `if (cond) { body() }`.
   template <class F>
   void when(ValueId cond, SourceLoc loc, F body) {
@@ -119,10 +159,17 @@ class Expander {
     const ValueId hi = rw_.map(op.operands[1]);
     const size_t n = pa.operands.size();
 
-    // Block buffers (allocated once, before the loop) and the refs the body sees.
+    // Block buffers (allocated once, before the loop) and the refs the body sees. An input the body
+    // only reads, whose blocks all lie inside the array, is read in place (block_view) instead of
+    // being copied: no copy can be told from none then. Aliased inputs are always copied, since
+    // write-backs of their output change the array under them.
     std::vector<ValueId> arrays(n), buffers(n, kNone), body_args(n);
     std::vector<RegionId> maps(n, kNone);
+    std::vector<bool> in_place(n, false);
     size_t region = 0;
+    for (size_t k = 0; k < n; ++k)
+      if (pa.operands[k].windowed) maps[k] = op.regions[region++];
+    const RegionId body = op.regions[region];
     for (size_t k = 0; k < n; ++k) {
       const PipelineOperand& po = pa.operands[k];
       arrays[k] = rw_.map(op.operands[2 + k]);
@@ -130,35 +177,23 @@ class Expander {
         body_args[k] = arrays[k];
         continue;
       }
-      maps[k] = op.regions[region++];
-      const Type& at = b().type(arrays[k]);
+      const Type at = b().type(arrays[k]);
+      if (!po.is_output && !po.aliased && po.space == MemorySpace::VMEM && divides(at.shape, po)) {
+        std::set<ValueId> refs{src_.regions[body].args[k]};
+        in_place[k] = !writes(src_, body, refs);
+      }
+      if (in_place[k]) continue;  // its ref is made in the loop, per step
       buffers[k] = b().create_value(OpKind::Alloc, {}, Type::ref(at.dtype, po.block, po.space),
                                     fmt::format("{} block", po.name), loc);
-      body_args[k] = buffers[k];
-      bool any_squeezed = false;
-      for (bool s : po.squeezed) any_squeezed |= s;
-      if (any_squeezed) {
-        ViewAttr va;
-        Shape visible;
-        std::vector<ValueId> zero_starts;
-        for (size_t d = 0; d < po.block.size(); ++d) {
-          va.dims.push_back(ViewDim{po.squeezed[d], po.block[d], 1});
-          if (!po.squeezed[d]) visible.push_back(po.block[d]);
-          zero_starts.push_back(constant(0, DType::i32, loc));
-        }
-        std::vector<ValueId> operands{buffers[k]};
-        operands.insert(operands.end(), zero_starts.begin(), zero_starts.end());
-        body_args[k] = b().create_value(OpKind::View, operands, Type::ref(at.dtype, visible, po.space), va, loc);
-      }
+      body_args[k] = squeeze(buffers[k], po, std::vector<ValueId>(po.block.size(), constant(0, DType::i32, loc)), loc);
     }
-    const RegionId body = op.regions[region];
 
-    // Loop-carried: the previous step's block indices of each windowed input.
+    // Loop-carried: the previous step's block indices of each copied input.
     std::vector<ValueId> inits;
     std::vector<Type> carried_types{Type::scalar(DType::index)};
     for (size_t k = 0; k < n; ++k) {
       const PipelineOperand& po = pa.operands[k];
-      if (!po.windowed || po.is_output) continue;
+      if (!po.windowed || po.is_output || in_place[k]) continue;
       for (size_t d = 0; d < po.block.size(); ++d) {
         inits.push_back(constant(-1, DType::i32, loc));
         carried_types.push_back(Type::scalar(DType::i32));
@@ -179,6 +214,16 @@ class Expander {
         const PipelineOperand& po = pa.operands[k];
         if (!po.windowed || po.is_output) continue;
         std::vector<ValueId> bi = block_indices(maps[k], ctx.ids, ctx);
+        if (in_place[k]) {
+          const Type at = b().type(arrays[k]);
+          std::vector<ValueId> operands{arrays[k]};
+          for (ValueId s : starts(bi, po, loc)) operands.push_back(s);
+          ValueId block = b().create_value(OpKind::BlockView, operands, Type::ref(at.dtype, po.block, po.space),
+                                           BlockCopyAttr{po.name, static_cast<int64_t>(k), po.aliased},
+                                           po.loc.known() ? po.loc : loc);
+          body_args[k] = squeeze(block, po, std::vector<ValueId>(po.block.size(), constant(0, DType::i32, loc)), loc);
+          continue;
+        }
         std::vector<ValueId> prev(args.begin() + carried, args.begin() + carried + bi.size());
         carried += bi.size();
         when(any_differs(bi, prev, first, loc), loc, [&] {

@@ -102,6 +102,8 @@ inline ir::Function kernel_with_every_op() {
   ValueId z = b.create_value(OpKind::Constant, {}, s(DType::i32), Literal::of_int(0), {});
   b.create(OpKind::GridPoint, {z}, {}, {}, {});
   b.create(OpKind::FetchBlock, {x, buf, z, z}, {}, BlockCopyAttr{"input 0", 0, false}, {});
+  b.create_value(OpKind::BlockView, {x, z, z}, Type::ref(DType::f32, {8, 8}, MemorySpace::VMEM),
+                 BlockCopyAttr{"input 0", 0, false}, {});
   b.create(OpKind::WritebackBlock, {buf, o, z, z}, {}, BlockCopyAttr{"output 0", 1, true}, {});
   return fn;
 }

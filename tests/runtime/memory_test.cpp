@@ -23,7 +23,7 @@ TEST_SUITE("runtime") {
     // Row 1, columns 0 and 2.
     ir::ViewAttr attr{{ir::ViewDim{true, 1, 1}, ir::ViewDim{false, 2, 2}}};
     std::vector<int64_t> starts{1, 0};
-    RefView v = view(whole, starts, attr);
+    RefView v = view(whole, starts, attr, "x");
     CHECK(v.shape == Shape{2});
     CHECK(load(v).to_vector<int32_t>() == std::vector<int32_t>{4, 6});
     store(v, Array::from_vector<int32_t>({-1, -2}, {2}));
@@ -41,11 +41,11 @@ TEST_SUITE("runtime") {
     RefView whole = RefView::whole(b);
     ir::ViewAttr slice{{ir::ViewDim{false, 4, 1}, ir::ViewDim{false, 8, 1}}};
     std::vector<int64_t> bad{6, 0};
-    CHECK_THROWS_WITH_AS(view(whole, bad, slice), doctest::Contains("out-of-bounds slice of `input 0 block`"), Fault);
-    CHECK_THROWS_WITH_AS(view(whole, bad, slice), doctest::Contains("reaches element 9; valid elements are [0, 8)"), Fault);
+    CHECK_THROWS_WITH_AS(view(whole, bad, slice, "input 0 block"), doctest::Contains("out-of-bounds slice of `input 0 block`"), Fault);
+    CHECK_THROWS_WITH_AS(view(whole, bad, slice, "input 0 block"), doctest::Contains("reaches element 9; valid elements are [0, 8)"), Fault);
     ir::ViewAttr index{{ir::ViewDim{true, 1, 1}, ir::ViewDim{false, 8, 1}}};
     std::vector<int64_t> neg{-1, 0};
-    CHECK_THROWS_WITH_AS(view(whole, neg, index), doctest::Contains("index -1 in dimension 0"), Fault);
+    CHECK_THROWS_WITH_AS(view(whole, neg, index, "input 0 block"), doctest::Contains("index -1 in dimension 0"), Fault);
   }
 
   TEST_CASE("memory: read-only buffers fault on writes and never change the array") {

@@ -1,0 +1,108 @@
+// Matmul benchmarks: the seed's tiled matmul (2048 x 2048 x 1024, 128-blocks) compiled, against
+// OpenBLAS sgemm measured in the same run, on 1 and 2 threads, for f32 and for bf16 inputs with f32
+// accumulation (the OpenBLAS baseline then includes converting the inputs to f32); and the
+// interpreter against compiled code on a 512^3 matmul.
+//
+//   matmul [--json results.json] [--runs N]
+#include <tessera/tessera.hpp>
+
+#include <cblas.h>
+
+#include <cstdlib>
+
+#include "benchmarks/bench_util.h"
+
+namespace pl = tessera;
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+void matmul_kernel(pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
+  pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
+  acc() += pl::dot(x(), y(), pl::f32);
+  pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
+}
+
+pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n, pl::DType out, pl::CallOptions options,
+                                      int64_t b = 128) {
+  options.compiler_params.dimension_semantics = {pl::parallel, pl::parallel, pl::arbitrary};
+  return pl::pallas_call(
+      matmul_kernel,
+      pl::GridSpec{.grid = {m / b, n / b, k / b},
+                   .in_specs = {pl::BlockSpec({b, b}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); }),
+                                pl::BlockSpec({b, b}, [](pl::Value, pl::Value j, pl::Value kk) { return pl::idx(kk, j); })},
+                   .out_specs = {pl::BlockSpec({b, b}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })},
+                   .scratch_shapes = {pl::VMEM({b, b}, pl::f32)}},
+      pl::ShapeDtype({m, n}, out), options);
+}
+
+void sgemm(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
+              a, static_cast<int>(k), b, static_cast<int>(n), 0.0f, c, static_cast<int>(n));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
+  const int64_t m = 2048, k = 2048, n = 1024;
+  const double flops = 2.0 * m * k * n;
+
+  bench::Report seed("matmul 2048x2048x1024, 128-blocks");
+  pl::Array x32 = pl::Array::random_normal({m, k}, pl::f32, 0), y32 = pl::Array::random_normal({k, n}, pl::f32, 1);
+  pl::Array x16 = x32.astype(pl::bf16), y16 = y32.astype(pl::bf16);
+  std::vector<float> c(static_cast<size_t>(m * n));
+  for (int threads : {1, 2}) {
+    openblas_set_num_threads(threads);
+    pl::set_num_threads(threads);
+    const std::string t = fmt::format("{} thread{}", threads, threads > 1 ? "s" : "");
+    const std::string blas = "OpenBLAS sgemm f32, " + t;
+    seed.add_rate(blas, bench::measure([&] { sgemm(x32.data_as<float>(), y32.data_as<float>(), c.data(), m, k, n); }, runs),
+                  flops, 1e-9, "GFLOP/s");
+    auto f32_call = make_matmul(m, k, n, pl::f32, {});
+    seed.add_rate("tessera f32, " + t, bench::measure([&] { f32_call(x32, y32); }, runs), flops, 1e-9, "GFLOP/s", blas);
+    const std::string blas16 = "OpenBLAS, bf16 inputs converted to f32, " + t;
+    seed.add_rate(blas16,
+                  bench::measure(
+                      [&] {
+                        pl::Array a = x16.astype(pl::f32), b = y16.astype(pl::f32);
+                        sgemm(a.data_as<float>(), b.data_as<float>(), c.data(), m, k, n);
+                      },
+                      runs),
+                  flops, 1e-9, "GFLOP/s");
+    auto bf16_call = make_matmul(m, k, n, pl::bf16, {});
+    seed.add_rate("tessera bf16 in, f32 acc, bf16 out, " + t, bench::measure([&] { bf16_call(x16, y16); }, runs), flops,
+                  1e-9, "GFLOP/s", blas16);
+  }
+  // Parallel scaling of tessera itself.
+  {
+    pl::set_num_threads(1);
+    auto call = make_matmul(m, k, n, pl::f32, {});
+    bench::Stats one = bench::measure([&] { call(x32, y32); }, runs);
+    pl::set_num_threads(2);
+    bench::Stats two = bench::measure([&] { call(x32, y32); }, runs);
+    seed.add_rate("tessera f32 on 1 thread (scaling base)", one, flops, 1e-9, "GFLOP/s");
+    seed.add_rate("tessera f32 on 2 threads (parallel dims)", two, flops, 1e-9, "GFLOP/s",
+                  "tessera f32 on 1 thread (scaling base)");
+  }
+  pl::set_num_threads(0);
+  seed.print();
+
+  bench::Report interp("interpreter vs compiled, 512^3 f32 matmul, 128-blocks, 1 thread");
+  {
+    pl::set_num_threads(1);
+    const int64_t s = 512;
+    pl::Array a = pl::Array::random_normal({s, s}, pl::f32, 2), b = pl::Array::random_normal({s, s}, pl::f32, 3);
+    pl::CallOptions io;
+    io.interpret = pl::InterpretParams{};
+    auto interpreted = make_matmul(s, s, s, pl::f32, io);
+    auto compiled = make_matmul(s, s, s, pl::f32, {});
+    interp.add_time("interpreter", bench::measure([&] { interpreted(a, b); }, runs), "ms");
+    interp.add_time("compiled", bench::measure([&] { compiled(a, b); }, runs), "ms", "interpreter");
+    pl::set_num_threads(0);
+  }
+  interp.print();
+  bench::write_json(argc, argv, {&seed, &interp});
+  return 0;
+}
