@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <new>
 
+#include <sys/mman.h>
+
 namespace tessera {
 
 namespace detail {
@@ -56,11 +58,17 @@ int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index, Source
 }  // namespace detail
 
 std::shared_ptr<std::byte[]> Array::allocate(int64_t nbytes) {
-  // 64-byte alignment suits vector loads in both backends.
-  size_t size = static_cast<size_t>((nbytes + 63) / 64 * 64);
-  auto* p = static_cast<std::byte*>(::operator new[](size, std::align_val_t{64}));
+  // 64-byte alignment suits vector loads in both backends. Large arrays are aligned to 2 MiB and
+  // asked to live on transparent huge pages: kernels walk blocks whose rows are far apart, and with
+  // 4 KiB pages every row of a block is a TLB entry.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const bool huge = nbytes >= static_cast<int64_t>(2 * kHuge);
+  const size_t align = huge ? kHuge : 64;
+  size_t size = (static_cast<size_t>(nbytes) + align - 1) / align * align;
+  auto* p = static_cast<std::byte*>(::operator new[](size, std::align_val_t{align}));
+  if (huge) ::madvise(p, size, MADV_HUGEPAGE);
   std::memset(p, 0, size);
-  return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{64}); });
+  return std::shared_ptr<std::byte[]>(p, [align](std::byte* q) { ::operator delete[](q, std::align_val_t{align}); });
 }
 
 Array::Array() = default;
