@@ -52,15 +52,56 @@ std::string operand_name(int num_prefetch, int num_inputs, int k) {
 // A traced and lowered kernel for one signature of arguments, with the backend that runs it: the
 // interpreter, or the compiled kernel.
 struct Program {
+  std::vector<std::pair<DType, Shape>> signature;  // of the arguments
+  std::vector<std::string> names;                  // of every operand: "scalar prefetch 0", "input 1", ...
   ir::Function traced;
   ir::Function lowered;
   std::unique_ptr<rt::Interpreter> interpreter;
   std::shared_ptr<const jit::CompiledKernel> compiled;
   std::vector<ir::DimSemantics> semantics;
+  std::vector<int64_t> grid;
+
+  // How the grid's steps split over `cores` cores (and how many of them have any).
+  struct Split {
+    int cores = 0;
+    int active = 0;
+    std::vector<rt::StepRange> ranges;
+  };
+  Split split_for(int cores) const {
+    std::lock_guard lock(arena_mutex);
+    if (split.cores != cores) {
+      split.cores = cores;
+      split.ranges = rt::split_steps(grid, semantics, cores);
+      split.active = 0;
+      for (int c = 0; c < cores; ++c)
+        if (split.ranges[c].lo < split.ranges[c].hi) split.active = c + 1;  // later cores have nothing to do
+    }
+    return split;
+  }
+  mutable Split split;
+
+  // Memory compiled kernels allocated in earlier launches, for the next launches to reuse.
+  std::vector<std::unique_ptr<rt::Buffer>> take_arena() const {
+    std::lock_guard lock(arena_mutex);
+    if (arenas.empty()) return {};
+    auto a = std::move(arenas.back());
+    arenas.pop_back();
+    return a;
+  }
+  void give_arena(std::vector<std::unique_ptr<rt::Buffer>> a) const {
+    std::lock_guard lock(arena_mutex);
+    arenas.push_back(std::move(a));
+  }
+  mutable std::mutex arena_mutex;
+  mutable std::vector<std::vector<std::unique_ptr<rt::Buffer>>> arenas;
 };
 
-// The interpreter runs when the call asks for it or TESSERA_INTERPRET is set; otherwise the JIT.
-bool interpreted(const CallOptions& options) { return options.interpret.has_value() || env::flag("TESSERA_INTERPRET"); }
+bool same_signature(const std::vector<std::pair<DType, Shape>>& sig, std::span<const Array> args) {
+  if (sig.size() != args.size()) return false;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (sig[i].first != args[i].dtype() || sig[i].second != args[i].shape()) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -69,6 +110,9 @@ class CallImpl {
   explicit CallImpl(CallSpec spec) : spec_(std::move(spec)) {
     if (spec_.options.name.empty()) spec_.options.name = "kernel";
     name_ = spec_.options.name;
+    // The interpreter runs when the call asks for it, or when TESSERA_INTERPRET is set as the call
+    // is made; otherwise the compiled kernel.
+    interpreted_ = spec_.options.interpret.has_value() || env::flag("TESSERA_INTERPRET");
   }
 
   std::vector<Array> run(std::span<const Array> args, SourceLoc loc);
@@ -89,10 +133,19 @@ class CallImpl {
     throw UserError(fmt::format("pallas_call `{}`: {}", name_, what), std::move(given), std::move(fix), loc);
   }
 
+  std::vector<Array> run_compiled(const Program& prog, std::span<const Array> args);
+  std::vector<Array> run_interpreted(const Program& prog, std::span<const Array> args);
+  // The output arrays of a launch: fresh, or copies of their aliased inputs. Fresh outputs are
+  // poisoned for the interpreter (so what no block writes shows as NaN / max-int) and left as they
+  // are for compiled kernels, as on a TPU.
+  std::vector<Array> make_outputs(std::span<const Array> args, std::optional<bool> poison_zero) const;
+
   CallSpec spec_;
   std::string name_;
+  bool interpreted_ = false;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const Program>> programs_;
+  std::shared_ptr<const Program> last_;  // the program of the previous call: usually this one's
   BlockSpec default_spec_{std::source_location()};
 };
 
@@ -366,12 +419,16 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
 }
 
 std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, SourceLoc loc) {
-  std::string key = interpreted(spec_.options) ? "interpret;" : "compiled;";
-  for (const Array& a : args) key += fmt::format("{}[{}];", dtype_name(a.dtype()), fmt::join(a.shape(), ","));
   std::lock_guard lock(mutex_);
-  if (auto it = programs_.find(key); it != programs_.end()) return it->second;
+  if (last_ && same_signature(last_->signature, args)) return last_;
+  std::string key;
+  for (const Array& a : args) key += fmt::format("{}[{}];", dtype_name(a.dtype()), fmt::join(a.shape(), ","));
+  if (auto it = programs_.find(key); it != programs_.end()) return last_ = it->second;
   validate(args, loc);
   auto p = std::make_shared<Program>();
+  for (const Array& a : args) p->signature.emplace_back(a.dtype(), a.shape());
+  const int np = spec_.num_scalar_prefetch, ni = num_inputs(args.size()), no = static_cast<int>(spec_.out_shapes.size());
+  for (int k = 0; k < np + ni + no; ++k) p->names.push_back(operand_name(np, ni, k));
   p->traced = trace(args);
   passes::LoweringOptions lo;
   lo.vmem_limit_bytes = spec_.options.compiler_params.vmem_limit_bytes.value_or(lo.vmem_limit_bytes);
@@ -381,7 +438,7 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
     std::fprintf(stderr, "// ---- pallas_call `%s`: traced ----\n%s// ---- lowered ----\n%s", name_.c_str(),
                  ir::print(p->traced).c_str(), ir::print(p->lowered).c_str());
   }
-  if (interpreted(spec_.options)) {
+  if (interpreted_) {
     rt::InterpretOptions io;
     if (spec_.options.interpret)
       io.zero_uninitialized = spec_.options.interpret->uninitialized_memory == UninitializedMemory::zero;
@@ -390,77 +447,107 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
     p->compiled = jit::compile(p->lowered);
   }
   p->semantics = semantics();
+  p->grid = spec_.grid;
   programs_.emplace(key, p);
-  return p;
+  return last_ = p;
+}
+
+std::vector<Array> CallImpl::make_outputs(std::span<const Array> args, std::optional<bool> poison_zero) const {
+  std::vector<Array> outs;
+  outs.reserve(spec_.out_shapes.size());
+  for (size_t o = 0; o < spec_.out_shapes.size(); ++o) {
+    int aliased = -1;
+    for (auto [in, out] : spec_.options.input_output_aliases)
+      if (out == static_cast<int>(o)) aliased = in;
+    if (aliased >= 0) {
+      Array a = args[aliased];
+      a.mutable_data();  // a copy of its own: the caller's input never changes
+      outs.push_back(std::move(a));
+      continue;
+    }
+    const ShapeDtype& sd = spec_.out_shapes[o];
+    Array a = Array::empty(sd.shape, sd.dtype);
+    if (poison_zero) {
+      rt::Buffer view("output", sd.dtype, sd.shape, MemorySpace::ANY, a.mutable_data(), true);
+      rt::fill_poison(rt::RefView::whole(view), *poison_zero);
+    }
+    outs.push_back(std::move(a));
+  }
+  return outs;
 }
 
 std::vector<Array> CallImpl::run(std::span<const Array> args, SourceLoc loc) {
   std::shared_ptr<const Program> prog = program(args, loc);
+  return prog->interpreter ? run_interpreted(*prog, args) : run_compiled(*prog, args);
+}
+
+std::vector<Array> CallImpl::run_compiled(const Program& prog, std::span<const Array> args) {
   const int np = spec_.num_scalar_prefetch;
   const int ni = num_inputs(args.size());
-  const int no = static_cast<int>(spec_.out_shapes.size());
+  std::vector<Array> outs = make_outputs(args, std::nullopt);
+  std::vector<Array> prefetch(args.begin(), args.begin() + np);  // SMEM copies the kernel may write
+  void* operands_small[16];
+  std::vector<void*> operands_large;
+  const size_t count = static_cast<size_t>(np + ni) + outs.size();
+  void** operands = count <= 16 ? operands_small : (operands_large.resize(count), operands_large.data());
+  for (int k = 0; k < np; ++k) operands[k] = prefetch[k].mutable_data();
+  for (int k = 0; k < ni; ++k) operands[np + k] = const_cast<std::byte*>(args[np + k].data());
+  for (size_t o = 0; o < outs.size(); ++o) operands[np + ni + o] = outs[o].mutable_data();
+  // An input aliased to an output is that output's buffer.
+  for (auto [in, out] : spec_.options.input_output_aliases) operands[in] = operands[np + ni + out];
+
+  rt::Launch launch(/*device=*/0);
+  const jit::KernelEntry entry = prog.compiled->entry();
+  const Program::Split split = prog.split_for(num_threads());  // one core per thread
+  auto run_core = [&](int core) {
+    const rt::StepRange range = split.ranges[core];
+    if (range.lo >= range.hi) return;
+    rt::CoreContext ctx{launch, ExecutionPoint{launch.device(), core, {}}, &prog.lowered, false, prog.take_arena(), 0,
+                        std::nullopt};
+    entry(operands, range.lo, range.hi, &ctx);
+    prog.give_arena(std::move(ctx.allocations));
+    if (ctx.fault) throw *ctx.fault;
+  };
+  if (split.active <= 1) run_core(0);  // no threads to wake
+  else rt::run_cores(launch, split.active, run_core);
+  return outs;
+}
+
+std::vector<Array> CallImpl::run_interpreted(const Program& prog, std::span<const Array> args) {
+  const int np = spec_.num_scalar_prefetch;
+  const int ni = num_inputs(args.size());
   const bool zero = spec_.options.interpret &&
                     spec_.options.interpret->uninitialized_memory == UninitializedMemory::zero;
-  // Interpreted: the simulated cores asked for. Compiled: one core per thread.
-  const int cores = prog->interpreter ? (spec_.options.interpret ? spec_.options.interpret->num_cores_or_threads : 1)
-                                      : num_threads();
-
+  std::vector<Array> outs = make_outputs(args, zero);
   std::vector<std::unique_ptr<rt::Buffer>> buffers;
-  std::vector<rt::Buffer*> by_operand(static_cast<size_t>(np + ni + no), nullptr);
+  std::vector<rt::Buffer*> by_operand;
   for (int k = 0; k < np; ++k)
-    by_operand[k] = buffers.emplace_back(std::make_unique<rt::Buffer>(operand_name(np, ni, k), args[k], MemorySpace::SMEM, true)).get();
-  std::map<int, int> alias_of_output;
-  for (auto [in, out] : spec_.options.input_output_aliases) alias_of_output[out] = in;
-  for (int o = 0; o < no; ++o) {
-    const std::string name = operand_name(np, ni, np + ni + o);
-    auto it = alias_of_output.find(o);
-    if (it != alias_of_output.end()) {
-      // The output starts as the input and shares its buffer: the kernel's input ref sees its writes.
-      auto buf = std::make_unique<rt::Buffer>(name, args[it->second], MemorySpace::ANY, true);
-      by_operand[np + ni + o] = buf.get();
-      by_operand[it->second] = buf.get();
-      buffers.push_back(std::move(buf));
-    } else {
-      const ShapeDtype& sd = spec_.out_shapes[o];
-      by_operand[np + ni + o] = buffers.emplace_back(rt::make_buffer(name, sd.dtype, sd.shape, MemorySpace::ANY, zero)).get();
-    }
-  }
-  for (int k = np; k < np + ni; ++k)
-    if (!by_operand[k])
-      by_operand[k] = buffers.emplace_back(std::make_unique<rt::Buffer>(operand_name(np, ni, k), args[k], MemorySpace::ANY, false)).get();
+    by_operand.push_back(buffers.emplace_back(std::make_unique<rt::Buffer>(prog.names[k], args[k], MemorySpace::SMEM, true)).get());
+  for (int k = 0; k < ni; ++k)
+    by_operand.push_back(
+        buffers.emplace_back(std::make_unique<rt::Buffer>(prog.names[np + k], args[np + k], MemorySpace::ANY, false)).get());
+  for (size_t o = 0; o < outs.size(); ++o)
+    by_operand.push_back(
+        buffers.emplace_back(std::make_unique<rt::Buffer>(prog.names[np + ni + o], outs[o], MemorySpace::ANY, true)).get());
+  for (auto [in, out] : spec_.options.input_output_aliases) by_operand[in] = by_operand[np + ni + out];
 
-  std::vector<rt::StepRange> ranges = rt::split_steps(spec_.grid, prog->semantics, cores);
-  int active = 0;  // cores with work: those after the last one with steps are not started
-  for (int c = 0; c < cores; ++c)
-    if (ranges[c].lo < ranges[c].hi) active = c + 1;
   rt::Launch launch(/*device=*/0);
-  if (prog->interpreter) {
-    rt::run_cores(launch, active, [&](int core) {
-      const rt::StepRange range = ranges[core];
-      if (range.lo >= range.hi) return;
-      std::vector<rt::Value> params;
-      for (rt::Buffer* b : by_operand) params.emplace_back(rt::RefView::whole(*b));
-      params.emplace_back(Array::scalar(static_cast<double>(range.lo), DType::index));
-      params.emplace_back(Array::scalar(static_cast<double>(range.hi), DType::index));
-      rt::CoreContext ctx{launch, ExecutionPoint{launch.device(), core, {}}};
-      prog->interpreter->run(ctx, std::move(params));
-    });
-  } else {
-    std::vector<void*> operands;
-    for (rt::Buffer* b : by_operand) operands.push_back(const_cast<std::byte*>(b->data()));
-    const jit::KernelEntry entry = prog->compiled->entry();
-    rt::run_cores(launch, active, [&](int core) {
-      const rt::StepRange range = ranges[core];
-      if (range.lo >= range.hi) return;
-      rt::CoreContext ctx{launch, ExecutionPoint{launch.device(), core, {}}, &prog->lowered, zero, {}, std::nullopt};
-      entry(operands.data(), range.lo, range.hi, &ctx);
-      if (ctx.fault) throw *ctx.fault;
-    });
-  }
-
-  std::vector<Array> outs;
-  for (int o = 0; o < no; ++o) outs.push_back(by_operand[np + ni + o]->array());
-  return outs;
+  const Program::Split split =
+      prog.split_for(spec_.options.interpret ? spec_.options.interpret->num_cores_or_threads : 1);  // simulated cores
+  rt::run_cores(launch, split.active, [&](int core) {
+    const rt::StepRange range = split.ranges[core];
+    if (range.lo >= range.hi) return;
+    std::vector<rt::Value> params;
+    for (rt::Buffer* b : by_operand) params.emplace_back(rt::RefView::whole(*b));
+    params.emplace_back(Array::scalar(static_cast<double>(range.lo), DType::index));
+    params.emplace_back(Array::scalar(static_cast<double>(range.hi), DType::index));
+    rt::CoreContext ctx{launch, ExecutionPoint{launch.device(), core, {}}};
+    prog.interpreter->run(ctx, std::move(params));
+  });
+  // The buffers wrote into storage of their own (copy-on-write); hand their arrays out.
+  std::vector<Array> result;
+  for (size_t o = 0; o < outs.size(); ++o) result.push_back(by_operand[np + ni + o]->array());
+  return result;
 }
 
 const CallOptions& call_options(const CallImpl& call) { return call.options(); }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/raw_ostream.h>
 #include <llvm/Support/xxhash.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include "jit/codegen.h"
 #include "jit/disk_cache.h"
 #include "jit/engine.h"
+#include "runtime/env.h"
 
 #ifndef TESSERA_CODEGEN_HASH
 #define TESSERA_CODEGEN_HASH "dev"
@@ -100,6 +102,12 @@ std::shared_ptr<const CompiledKernel> compile(const ir::Function& lowered) {
   const double codegen_ms = ms_since(start);
   std::string object = engine.compile(module);
   const double compile_ms = ms_since(start) - codegen_ms;
+  if (env::flag("TESSERA_DUMP_LLVM")) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os, nullptr);
+    std::fprintf(stderr, "// ---- optimised LLVM IR of `%s` ----\n%s", lowered.name.c_str(), os.str().c_str());
+  }
   const bool stored = disk.store(key, object);
   std::shared_ptr<LoadedObject> loaded = engine.load(object, symbol);
   if (!loaded) throw InternalError("jit", fmt::format("the object compiled for `{}` could not be loaded", lowered.name));

@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <new>
+#include <vector>
 
 #include <sys/mman.h>
 
@@ -57,30 +60,94 @@ int64_t flat_index(const Shape& shape, const std::vector<int64_t>& index, Source
 
 }  // namespace detail
 
-std::shared_ptr<std::byte[]> Array::allocate(int64_t nbytes) {
-  // 64-byte alignment suits vector loads in both backends. Large arrays are aligned to 2 MiB and
-  // asked to live on transparent huge pages: kernels walk blocks whose rows are far apart, and with
-  // 4 KiB pages every row of a block is a TLB entry.
-  constexpr size_t kHuge = size_t{2} << 20;
-  const bool huge = nbytes >= static_cast<int64_t>(2 * kHuge);
-  const size_t align = huge ? kHuge : 64;
-  size_t size = (static_cast<size_t>(nbytes) + align - 1) / align * align;
-  auto* p = static_cast<std::byte*>(::operator new[](size, std::align_val_t{align}));
-  if (huge) ::madvise(p, size, MADV_HUGEPAGE);
-  std::memset(p, 0, size);
-  return std::shared_ptr<std::byte[]>(p, [align](std::byte* q) { ::operator delete[](q, std::align_val_t{align}); });
+namespace {
+
+// Large arrays come from (and go back to) a small cache of freed blocks, so that a kernel called in
+// a loop does not pay page faults for a fresh output every call. Blocks are 2 MiB-aligned multiples
+// of 2 MiB on transparent huge pages: kernels walk blocks whose rows are far apart, and with 4 KiB
+// pages every row of a block costs a TLB entry.
+class LargeBlocks {
+ public:
+  static constexpr size_t kUnit = size_t{2} << 20;
+  static constexpr size_t kCacheLimit = size_t{1} << 30;  // bytes kept for reuse, at most
+
+  static LargeBlocks& get() {
+    static LargeBlocks* blocks = new LargeBlocks();  // outlives every array
+    return *blocks;
+  }
+
+  std::byte* take(size_t size) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        std::byte* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= size;
+        return p;
+      }
+    }
+    auto* p = static_cast<std::byte*>(::operator new[](size, std::align_val_t{kUnit}));
+    ::madvise(p, size, MADV_HUGEPAGE);
+    return p;
+  }
+
+  void give(std::byte* p, size_t size) {
+    {
+      std::lock_guard lock(mutex_);
+      if (cached_ + size <= kCacheLimit) {
+        free_[size].push_back(p);
+        cached_ += size;
+        return;
+      }
+    }
+    ::operator delete[](p, std::align_val_t{kUnit});
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<size_t, std::vector<std::byte*>> free_;
+  size_t cached_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<std::byte[]> Array::allocate(int64_t nbytes, bool zero) {
+  std::shared_ptr<std::byte[]> out;
+  size_t size;
+  if (nbytes >= static_cast<int64_t>(LargeBlocks::kUnit)) {
+    size = (static_cast<size_t>(nbytes) + LargeBlocks::kUnit - 1) / LargeBlocks::kUnit * LargeBlocks::kUnit;
+    out = std::shared_ptr<std::byte[]>(LargeBlocks::get().take(size),
+                                       [size](std::byte* q) { LargeBlocks::get().give(q, size); });
+  } else {
+    // 64-byte alignment suits vector loads in both backends.
+    size = (static_cast<size_t>(nbytes) + 63) / 64 * 64;
+    out = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(::operator new[](size, std::align_val_t{64})),
+                                       [](std::byte* q) { ::operator delete[](q, std::align_val_t{64}); });
+  }
+  if (zero) std::memset(out.get(), 0, size);
+  return out;
 }
 
 Array::Array() = default;
 
 Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), size_(num_elements(shape_)) {
-  if (nbytes() > static_cast<int64_t>(sizeof(inline_))) storage_ = allocate(nbytes());
+  if (nbytes() > static_cast<int64_t>(sizeof(inline_))) storage_ = allocate(nbytes(), true);
+}
+
+Array Array::empty(Shape shape, DType dtype) {
+  Array a;
+  a.dtype_ = dtype;
+  a.shape_ = std::move(shape);
+  a.size_ = num_elements(a.shape_);
+  if (a.nbytes() > static_cast<int64_t>(sizeof(a.inline_))) a.storage_ = allocate(a.nbytes(), false);
+  return a;
 }
 
 std::byte* Array::mutable_data() {
   if (!storage_) return inline_;
   if (storage_.use_count() > 1) {
-    auto fresh = allocate(nbytes());
+    auto fresh = allocate(nbytes(), false);
     std::memcpy(fresh.get(), storage_.get(), static_cast<size_t>(nbytes()));
     storage_ = std::move(fresh);
   }

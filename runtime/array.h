@@ -45,6 +45,8 @@ class Array {
   Array(DType dtype, Shape shape);
 
   static Array zeros(Shape shape, DType dtype) { return Array(dtype, std::move(shape)); }
+  // An array whose elements are whatever the memory held (jnp.empty): for buffers about to be filled.
+  static Array empty(Shape shape, DType dtype);
   static Array full(Shape shape, double value, DType dtype);
   // 0, 1, ..., n-1.
   static Array arange(int64_t n, DType dtype = DType::i32);
@@ -96,7 +98,7 @@ class Array {
   std::string element_string(int64_t flat_index) const;
 
  private:
-  static std::shared_ptr<std::byte[]> allocate(int64_t nbytes);
+  static std::shared_ptr<std::byte[]> allocate(int64_t nbytes, bool zero);
 
   DType dtype_ = DType::f32;
   Shape shape_;

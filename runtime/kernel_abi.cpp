@@ -52,18 +52,40 @@ extern "C" int32_t tessera_rt_grid_point(CoreContext* core, int32_t n, const int
   return core->launch.cancelled() ? 1 : 0;
 }
 
+namespace tessera::rt {
+namespace {
+// The next allocation of the kernel: the buffer an earlier launch made at this position if it has
+// the same type, else a new one (made by `make`).
+template <class Make>
+Buffer& next_buffer(CoreContext* core, DType dtype, const Shape& shape, Make make) {
+  auto& all = core->allocations;
+  const size_t i = core->next_allocation++;
+  if (i < all.size() && all[i]->dtype == dtype && all[i]->shape == shape) return *all[i];
+  if (i < all.size()) all.resize(i);
+  all.push_back(make());
+  return *all.back();
+}
+}  // namespace
+}  // namespace tessera::rt
+
 extern "C" void* tessera_rt_alloc(CoreContext* core, int32_t op) {
   const tessera::ir::Op& o = core->fn->ops[op];
   const tessera::Type& t = core->fn->type(o.results[0]);
-  core->allocations.push_back(tessera::rt::make_buffer(std::get<std::string>(o.attr), t.dtype, t.shape, t.space,
-                                                       core->zero_uninitialized));
-  return core->allocations.back()->writable_data();
+  bool made = false;
+  tessera::rt::Buffer& b = tessera::rt::next_buffer(core, t.dtype, t.shape, [&] {
+    made = true;
+    return tessera::rt::make_buffer(std::get<std::string>(o.attr), t.dtype, t.shape, t.space, core->zero_uninitialized);
+  });
+  if (!made) tessera::rt::fill_poison(tessera::rt::RefView::whole(b), core->zero_uninitialized);
+  return b.writable_data();
 }
 
 extern "C" void* tessera_rt_temp(CoreContext* core, int64_t nbytes) {
-  core->allocations.push_back(std::make_unique<tessera::rt::Buffer>(
-      "temporary", tessera::Array(tessera::DType::i8, {nbytes}), tessera::MemorySpace::VMEM, true));
-  return core->allocations.back()->writable_data();
+  return tessera::rt::next_buffer(core, tessera::DType::i8, {nbytes}, [&] {
+           return std::make_unique<tessera::rt::Buffer>("temporary", tessera::Array::empty({nbytes}, tessera::DType::i8),
+                                                        tessera::MemorySpace::VMEM, true);
+         })
+      .writable_data();
 }
 
 extern "C" int64_t tessera_rt_ipow(int64_t base, int64_t exp, int32_t bits) {
@@ -82,12 +104,14 @@ int32_t block_copy(CoreContext* core, int32_t op, bool fetch, const void* from, 
   const Type& array_type = core->fn->type(o.operands[fetch ? 0 : 1]);
   const Type& block_type = core->fn->type(o.operands[fetch ? 1 : 0]);
   const size_t rank = array_type.shape.size();
-  int64_t starts[16];
+  int64_t small[16];
+  std::vector<int64_t> large(rank > 16 ? rank : 0);
+  int64_t* starts = rank > 16 ? large.data() : small;
+  for (size_t d = 0; d < rank; ++d) starts[d] = starts32[d];
+  const std::span<const int64_t> starts_v(starts, rank);
   bool whole = rank <= 16;
-  for (size_t d = 0; whole && d < rank; ++d) {
-    starts[d] = starts32[d];
+  for (size_t d = 0; whole && d < rank; ++d)
     whole = starts[d] >= 0 && starts[d] + block_type.shape[d] <= array_type.shape[d];
-  }
   try {
     if (whole) {
       const int64_t zeros[16] = {};
@@ -102,11 +126,10 @@ int32_t block_copy(CoreContext* core, int32_t op, bool fetch, const void* from, 
     } else {
       Buffer array = operand_buffer(core, o, fetch ? 0 : 1, fetch ? from : to, !fetch);
       Buffer block = operand_buffer(core, o, fetch ? 1 : 0, fetch ? to : from, fetch);
-      const std::vector<int64_t> s = widen(starts32, rank);
-      if (fetch) fetch_block(RefView::whole(array), RefView::whole(block), s, core->zero_uninitialized, attr.name);
-      else writeback_block(RefView::whole(block), RefView::whole(array), s, attr.name);
+      if (fetch) fetch_block(RefView::whole(array), RefView::whole(block), starts_v, core->zero_uninitialized, attr.name);
+      else writeback_block(RefView::whole(block), RefView::whole(array), starts_v, attr.name);
     }
-    if (!fetch) check_revisit(core->launch, attr, widen(starts32, rank));
+    if (!fetch) check_revisit(core->launch, attr, std::span<const int64_t>(starts, rank));
   } catch (const Fault& f) {
     return fail(core, op, f.what());
   }

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <exception>
 #include <thread>
@@ -43,13 +44,16 @@ std::vector<int64_t> grid_point_of(const std::vector<int64_t>& grid, int64_t ste
   return point;
 }
 
-bool Launch::record_writeback(const std::string& output, const std::vector<int64_t>& starts) {
+bool Launch::record_writeback(int64_t operand, std::span<const int64_t> starts) {
+  std::string key(sizeof(int64_t) * (starts.size() + 1), '\0');
+  std::memcpy(key.data(), &operand, sizeof operand);
+  std::memcpy(key.data() + sizeof operand, starts.data(), starts.size_bytes());
   std::lock_guard lock(mutex_);
-  return written_[output].insert(starts).second;
+  return written_.insert(std::move(key)).second;
 }
 
-void check_revisit(Launch& launch, const ir::BlockCopyAttr& attr, const std::vector<int64_t>& starts) {
-  if (attr.aliased || launch.record_writeback(attr.name, starts)) return;
+void check_revisit(Launch& launch, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts) {
+  if (attr.aliased || launch.record_writeback(attr.operand, starts)) return;
   throw Fault(fmt::format(
       "{} is revisited non-consecutively: its block at element offset ({}) is written back a second time, after the "
       "grid moved on to other blocks in between, so the earlier result is overwritten instead of accumulated. Make the "

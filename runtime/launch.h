@@ -10,6 +10,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <span>
+#include <unordered_set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,20 +53,20 @@ class Launch {
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
   void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
 
-  // Records that the output block at these element starts was written back. Returns false when it
-  // already was in this launch: a non-consecutive revisit.
-  bool record_writeback(const std::string& output, const std::vector<int64_t>& starts);
+  // Records that block `starts` of pipeline operand `operand` was written back. Returns false when
+  // it already was in this launch: a non-consecutive revisit.
+  bool record_writeback(int64_t operand, std::span<const int64_t> starts);
 
  private:
   int device_;
   std::atomic<bool> cancelled_{false};
   std::mutex mutex_;
-  std::map<std::string, std::set<std::vector<int64_t>>> written_;
+  std::unordered_set<std::string> written_;  // operand and starts as raw bytes
 };
 
 // Records a block written back by a writeback_block op and faults on a non-consecutive revisit
 // (unless the output aliases an input, where revisits are the point). Shared by both backends.
-void check_revisit(Launch& launch, const ir::BlockCopyAttr& attr, const std::vector<int64_t>& starts);
+void check_revisit(Launch& launch, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts);
 
 // One core's state while it runs a kernel. Errors report `point`. Compiled kernels also keep here
 // the lowered IR (their calls into the runtime name ops by index), their allocations, and the first
@@ -74,7 +76,10 @@ struct CoreContext {
   ExecutionPoint point;
   const ir::Function* fn = nullptr;
   bool zero_uninitialized = false;
+  // Memory a compiled kernel allocates, in the order it asks for it; a launch may hand in the
+  // buffers of an earlier launch of the same kernel, which are then reused (and re-poisoned).
   std::vector<std::unique_ptr<Buffer>> allocations;
+  size_t next_allocation = 0;
   std::optional<RuntimeError> fault;
 };
 

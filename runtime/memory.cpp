@@ -51,6 +51,8 @@ void copy_box(std::byte* dst, const std::vector<int64_t>& dst_strides, const std
 
 bool is_contiguous(const RefView& r) { return r.strides == row_major_strides(r.shape); }
 
+}  // namespace
+
 void fill_poison(const RefView& r, bool zero) {
   dispatch_dtype(r.buffer->dtype, [&]<class T>() {
     const T v = poison_value<T>(zero);
@@ -66,6 +68,8 @@ void fill_poison(const RefView& r, bool zero) {
              dtype_size(r.buffer->dtype));
   });
 }
+
+namespace {
 
 }  // namespace
 
@@ -85,8 +89,8 @@ std::byte* Buffer::writable_data() {
 }
 
 std::unique_ptr<Buffer> make_buffer(std::string name, DType dtype, Shape shape, MemorySpace space, bool zero_fill) {
-  auto b = std::make_unique<Buffer>(std::move(name), Array(dtype, std::move(shape)), space, true);
-  if (!zero_fill) fill_poison(RefView::whole(*b), false);
+  auto b = std::make_unique<Buffer>(std::move(name), Array::empty(std::move(shape), dtype), space, true);
+  fill_poison(RefView::whole(*b), zero_fill);
   return b;
 }
 

@@ -71,6 +71,9 @@ struct RefView {
   std::byte* address(int64_t element_offset) const;  // faults on read-only buffers
 };
 
+// Fills the window with the poison value of its dtype (or zero).
+void fill_poison(const RefView& r, bool zero);
+
 // The name of the buffer a ref value of `fn` points into, for messages: "input 0", "scratch 1",
 // "input 0 block" (a pipeline's block, copied or read in place).
 std::string root_buffer_name(const ir::Function& fn, ir::ValueId ref);

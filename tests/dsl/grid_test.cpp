@@ -298,7 +298,9 @@ TEST_SUITE("dsl") {
       };
       pl::Array out = pl::pallas_call(kernel, pl::GridSpec{.grid = {0}}, pl::ShapeDtype({2}, pl::f32), backend)();
       CHECK(runs == 1);
-      CHECK(std::isnan(out.at<float>({0})));
+      CHECK(out.shape() == pl::Shape{2});
+      // The interpreter poisons what no block writes; compiled code leaves it as it is, as a TPU does.
+      if (backend.interpret) CHECK(std::isnan(out.at<float>({0})));
     });
   }
 }

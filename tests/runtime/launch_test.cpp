@@ -54,9 +54,10 @@ TEST_SUITE("runtime") {
 
   TEST_CASE("launch: a block written back twice is reported once") {
     Launch launch(0);
-    CHECK(launch.record_writeback("output 0", {0, 128}));
-    CHECK(launch.record_writeback("output 0", {128, 0}));
-    CHECK(launch.record_writeback("output 1", {0, 128}));
-    CHECK_FALSE(launch.record_writeback("output 0", {0, 128}));
+    const std::vector<int64_t> a{0, 128}, b{128, 0};
+    CHECK(launch.record_writeback(2, a));
+    CHECK(launch.record_writeback(2, b));
+    CHECK(launch.record_writeback(3, a));
+    CHECK_FALSE(launch.record_writeback(2, a));
   }
 }

@@ -1,0 +1,155 @@
+// Compile and launch costs: the cold compile of the seed matmul kernel (tracing and lowering, then
+// LLVM), the first launch in a second process whose disk cache already holds the kernel (against a
+// second process that must compile), and the per-call overhead of launching a tiny kernel (grid
+// (1,), 8 x 128 f32) against calling a plain C++ function that does the same work.
+//
+//   compile_and_launch [--json results.json] [--runs N]
+#include <tessera/tessera.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "benchmarks/bench_util.h"
+#include "jit/compiler.h"
+
+namespace pl = tessera;
+
+namespace {
+
+void matmul_kernel(pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
+  pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
+  acc() += pl::dot(x(), y(), pl::f32);
+  pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
+}
+
+pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n) {
+  const int64_t b = 128;
+  return pl::pallas_call(
+      matmul_kernel,
+      pl::GridSpec{.grid = {m / b, n / b, k / b},
+                   .in_specs = {pl::BlockSpec({b, b}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); }),
+                                pl::BlockSpec({b, b}, [](pl::Value, pl::Value j, pl::Value kk) { return pl::idx(kk, j); })},
+                   .out_specs = {pl::BlockSpec({b, b}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })},
+                   .scratch_shapes = {pl::VMEM({b, b}, pl::f32)}},
+      pl::ShapeDtype({m, n}, pl::bf16),
+      {.compiler_params = {.dimension_semantics = {pl::parallel, pl::parallel, pl::arbitrary}}, .name = "matmul"});
+}
+
+// The child process: one first launch of the matmul, timed from the start of main.
+int child(double start) {
+  pl::Array x = pl::Array::zeros({2048, 2048}, pl::bf16), y = pl::Array::zeros({2048, 1024}, pl::bf16);
+  auto call = make_matmul(2048, 2048, 1024);
+  call(x, y);
+  std::printf("%.6f\n", bench::now() - start);
+  return 0;
+}
+
+// Runs this program as a child with `env` set; returns its first-launch time and its stderr.
+std::pair<double, std::string> spawn(const std::string& env) {
+  const std::string out = "/tmp/tessera_bench_child.out", err = "/tmp/tessera_bench_child.err";
+  const std::string cmd = env + " TESSERA_LOG=cache /proc/" + std::to_string(getpid()) + "/exe --child > " + out + " 2> " + err;
+  double t = -1;
+  if (std::system(cmd.c_str()) == 0)
+    if (FILE* f = std::fopen(out.c_str(), "r")) {
+      if (std::fscanf(f, "%lf", &t) != 1) t = -1;
+      std::fclose(f);
+    }
+  std::string log;
+  if (FILE* f = std::fopen(err.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) log.append(buf, n);
+    std::fclose(f);
+  }
+  return {t, log};
+}
+
+void add_kernel(pl::Ref x, pl::Ref y, pl::Ref o) { o() = x() + y(); }
+
+// The same work as the tiny kernel, as plain C++.
+__attribute__((noinline)) void host_add(const float* x, const float* y, float* o, int n) {
+  for (int i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double start = bench::now();
+  if (bench::has_flag(argc, argv, "--child")) return child(start);
+  const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
+
+  // Cold compile: no disk cache, and each kernel handle dropped before the next compile, so the
+  // memory cache misses too.
+  bench::Report compile("compile: the seed matmul kernel (2048x2048x1024, 128-blocks)");
+  setenv("TESSERA_CACHE", "0", 1);
+  {
+    pl::Array x = pl::Array::zeros({2048, 2048}, pl::bf16), y = pl::Array::zeros({2048, 1024}, pl::bf16);
+    bench::Stats trace, llvm_total;
+    for (int r = 0; r < runs + 1; ++r) {
+      auto call = make_matmul(2048, 2048, 1024);
+      double t0 = bench::now();
+      const pl::ir::Function& lowered = call.lowered({x, y});
+      double t1 = bench::now();
+      auto kernel = pl::jit::compile(lowered);
+      double t2 = bench::now();
+      if (r == 0) continue;  // the first compile in a process also sets LLVM up
+      trace.seconds.push_back(t1 - t0);
+      llvm_total.seconds.push_back(t2 - t1);
+    }
+    bench::Stats total;
+    for (size_t i = 0; i < trace.seconds.size(); ++i) total.seconds.push_back(trace.seconds[i] + llvm_total.seconds[i]);
+    compile.add_time("trace and lower (tessera passes)", trace, "ms");
+    compile.add_time("LLVM: IR, O2, object, load", llvm_total, "ms");
+    compile.add_time("cold compile, total", total, "ms");
+  }
+  unsetenv("TESSERA_CACHE");
+
+  // First launch in a second process: with the kernel on disk, against an empty cache.
+  bench::Report second("first launch of the matmul in a new process");
+  {
+    const std::string dir = "/tmp/tessera_bench_cache";
+    std::filesystem::remove_all(dir);
+    bench::Stats cold, warm;
+    bool disk_hit = true;
+    for (int r = 0; r < runs; ++r) {
+      std::filesystem::remove_all(dir);
+      auto [c, c_log] = spawn("TESSERA_CACHE_DIR=" + dir);   // compiles and stores
+      auto [w, w_log] = spawn("TESSERA_CACHE_DIR=" + dir);   // loads from disk
+      if (c > 0) cold.seconds.push_back(c);
+      if (w > 0) warm.seconds.push_back(w);
+      disk_hit = disk_hit && w_log.find("hit (disk)") != std::string::npos;
+    }
+    second.add_time("new process, empty cache (compiles)", cold, "ms");
+    second.add_time("new process, kernel on disk", warm, "ms", "new process, empty cache (compiles)");
+    second.note(disk_hit ? "every second process found the kernel on disk (TESSERA_LOG=cache: hit (disk))"
+                         : "WARNING: a second process did not hit the disk cache");
+  }
+
+  // Per-call launch overhead.
+  bench::Report launch("launch: tiny kernel, grid (1,), 8x128 f32 add");
+  {
+    pl::Array x = pl::Array::random_normal({8, 128}, pl::f32, 1), y = pl::Array::random_normal({8, 128}, pl::f32, 2);
+    auto call = pl::pallas_call(add_kernel, pl::GridSpec{.grid = {1}}, pl::ShapeDtype({8, 128}, pl::f32));
+    call(x, y);
+    std::vector<float> o(1024);
+    launch.add_time("plain C++ function (the same add)",
+                    bench::measure([&] { host_add(x.data_as<float>(), y.data_as<float>(), o.data(), 1024); }, runs, 1, 100000),
+                    "us");
+    launch.add_time("tessera call (compiled)", bench::measure([&] { call(x, y); }, runs, 1, 20000), "us",
+                    "plain C++ function (the same add)");
+    pl::CallOptions io;
+    io.interpret = pl::InterpretParams{};
+    auto interpreted = pl::pallas_call(add_kernel, pl::GridSpec{.grid = {1}}, pl::ShapeDtype({8, 128}, pl::f32), io);
+    interpreted(x, y);
+    launch.add_time("tessera call (interpreted)", bench::measure([&] { interpreted(x, y); }, runs, 1, 2000), "us",
+                    "plain C++ function (the same add)");
+  }
+  compile.print();
+  second.print();
+  launch.print();
+  bench::write_json(argc, argv, {&compile, &second, &launch});
+  return 0;
+}
