@@ -118,6 +118,7 @@ class CallImpl {
   std::vector<Array> run(std::span<const Array> args, SourceLoc loc);
   std::shared_ptr<const Program> program(std::span<const Array> args, SourceLoc loc);
   const CallOptions& options() const { return spec_.options; }
+  bool interpreted() const { return interpreted_; }
 
  private:
   int num_inputs(size_t num_args) const { return static_cast<int>(num_args) - spec_.num_scalar_prefetch; }
@@ -551,6 +552,7 @@ std::vector<Array> CallImpl::run_interpreted(const Program& prog, std::span<cons
 }
 
 const CallOptions& call_options(const CallImpl& call) { return call.options(); }
+bool call_interpreted(const CallImpl& call) { return call.interpreted(); }
 
 std::shared_ptr<CallImpl> make_call(CallSpec spec) { return std::make_shared<CallImpl>(std::move(spec)); }
 

@@ -63,6 +63,7 @@ std::vector<Array> run_call(CallImpl& call, std::span<const Array> args, SourceL
 // The traced (or lowered) IR of the call for these arguments.
 const ir::Function& call_ir(CallImpl& call, std::span<const Array> args, bool lowered, SourceLoc loc);
 const CallOptions& call_options(const CallImpl& call);
+bool call_interpreted(const CallImpl& call);
 
 }  // namespace detail
 
@@ -99,6 +100,9 @@ class PallasCall {
                               std::source_location loc = std::source_location::current()) const {
     return detail::call_ir(*impl_, args, true, loc);
   }
+  // Whether this call runs in the interpreter (CallOptions::interpret, or TESSERA_INTERPRET set when
+  // the call was made) rather than as compiled code.
+  bool interpreted() const { return detail::call_interpreted(*impl_); }
   // What the call was told about its cost (pl.CostEstimate), for tools that schedule around it.
   const std::optional<CostEstimate>& cost_estimate() const { return detail::call_options(*impl_).cost_estimate; }
   const std::string& name() const { return detail::call_options(*impl_).name; }

@@ -469,7 +469,8 @@ class Emitter {
         if (!std::holds_alternative<TensorCg>(cg)) continue;
         const TensorCg& t = std::get<TensorCg>(cg);
         const bool deferred = t.kind == TensorCg::Kind::Lazy || t.kind == TensorCg::Kind::Dot;
-        if (deferred && (nonlocal_use_[res] || (uses_[res] > 1 && !cheap(res)))) materialize(res);
+        // Cheap tensors (splat constants, iotas) are recomputed wherever they are used.
+        if (deferred && !cheap(res) && (nonlocal_use_[res] || uses_[res] > 1)) materialize(res);
       }
     }
     return {};
