@@ -861,6 +861,43 @@ class Emitter {
     return MatrixOperand{m.buffer, m.dtype, m.shape.size() == 2 ? m.shape[1] : 1};
   }
 
+  // The lhs of a GEMM as a dense f32 matrix, packed at most once per kernel run when it is read in
+  // place from a kernel parameter. Parameters do not change while a kernel runs (inputs are
+  // read-only, outputs are only written back, never loaded), so a block packed once stays valid;
+  // across grid steps the same lhs block recurs (a matmul's A(i, k) for every j), and a small
+  // direct-mapped cache keyed by its address turns those repacks into lookups.
+  MatrixOperand cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int64_t m, int64_t k) {
+    const ir::Op* d = fn_.def(lhs);
+    if (!d || d->kind != OpKind::Load || d->operands.size() != 1) return a;
+    const RefCg& r = ref(d->operands[0]);
+    const ir::ValueInfo& root = fn_.values[r.root];
+    if (root.def != ir::kNone || a.ptr != r.base) return a;  // not a parameter read in place
+    if (a.dtype == DType::f32 && a.ld == k) return a;        // already dense
+    const int64_t bytes = m * k * 4;
+    int64_t slots = 1;  // a power of two, up to 16 blocks or 2 MiB
+    while (slots < 16 && 2 * slots * bytes <= (int64_t{2} << 20)) slots *= 2;
+    llvm::Value* keys = entry_alloca(b_.getPtrTy(), slots);
+    for (int64_t s = 0; s < slots; ++s)
+      entry_b_.CreateStore(llvm::ConstantPointerNull::get(b_.getPtrTy()),
+                           entry_b_.CreateInBoundsGEP(entry_b_.getPtrTy(), keys, entry_b_.getInt64(s)));
+    llvm::Value* buffers = temp(slots * bytes);
+    // Blocks side by side along a row of A start k elements apart: consecutive slots.
+    llvm::Value* slot = b_.CreateAnd(
+        b_.CreateUDiv(b_.CreatePtrToInt(a.ptr, b_.getInt64Ty()), b_.getInt64(k * dtype_size(a.dtype))),
+        b_.getInt64(slots - 1));
+    llvm::Value* key_slot = b_.CreateInBoundsGEP(b_.getPtrTy(), keys, slot);
+    llvm::Value* dense = b_.CreateInBoundsGEP(b_.getFloatTy(), buffers, b_.CreateMul(slot, b_.getInt64(m * k)));
+    llvm::BasicBlock* pack = llvm::BasicBlock::Create(ctx_, "pack.a", f_);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "pack.a.done", f_);
+    b_.CreateCondBr(b_.CreateICmpNE(b_.CreateLoad(b_.getPtrTy(), key_slot), a.ptr), pack, done);
+    b_.SetInsertPoint(pack);
+    emit_pack_dense_f32(b_, a, dense, m, k);
+    b_.CreateStore(a.ptr, key_slot);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    return MatrixOperand{dense, DType::f32, k};
+  }
+
   // Computes a deferred dot_general: into `into` (an f32 2-D ref, accumulating or not), or into a
   // temporary that the tensor then holds.
   void compute_dot(ValueId v, const RefCg* into, bool accumulate = false) {
@@ -895,6 +932,7 @@ class Emitter {
     if (simple) {
       a_ops.push_back(matrix(lhs));
       b_ops.push_back(matrix(rhs));
+      if (acc == DType::f32 && N >= kGemmPanel) a_ops[0] = cached_dense_lhs(lhs, a_ops[0], M, K);
     } else {
       auto arrange = [&](ValueId x, const Type& xt, std::vector<int64_t> order, int64_t rows, int64_t cols) {
         // A temporary holding x with its dims permuted into `order`, as [batch][rows][cols].

@@ -46,12 +46,7 @@ void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed
 // A on a few pages whatever its original row stride was.
 MatrixOperand pack_a(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k) {
   if (a.dtype == DType::f32 && a.ld == k) return a;  // already dense f32
-  emit_loop(b, m, [&](llvm::Value* r) {
-    emit_loop(b, k, [&](llvm::Value* kk) {
-      b.CreateStore(element(b, a, r, kk, DType::f32),
-                    b.CreateInBoundsGEP(b.getFloatTy(), packed, b.CreateAdd(b.CreateMul(r, i64(b, k)), kk)));
-    });
-  });
+  emit_pack_dense_f32(b, a, packed, m, k);
   return MatrixOperand{packed, DType::f32, k};
 }
 
@@ -132,6 +127,15 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixO
       });
     });
   }
+}
+
+void emit_pack_dense_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k) {
+  emit_loop(b, m, [&](llvm::Value* r) {
+    emit_loop(b, k, [&](llvm::Value* kk) {
+      b.CreateStore(element(b, a, r, kk, DType::f32),
+                    b.CreateInBoundsGEP(b.getFloatTy(), packed, b.CreateAdd(b.CreateMul(r, i64(b, k)), kk)));
+    });
+  });
 }
 
 void emit_gemm_loops(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixOperand& bm, llvm::Value* c,

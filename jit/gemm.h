@@ -32,6 +32,9 @@ inline constexpr int64_t kGemmPanel = 16;  // columns of B per packed panel (two
 void emit_gemm_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixOperand& bm, llvm::Value* c, int64_t ldc,
                    int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed, llvm::Value* packed_a);
 
+// Writes A (m x k) into `packed` as a dense row-major f32 matrix, converting 16-bit floats.
+void emit_pack_dense_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k);
+
 // C (+)= A . B in the accumulator type `acc` (f64, i32 or i64): each C[i][j] sums its products in k
 // order, as the interpreter does. C has dtype `acc` and leading dim ldc.
 void emit_gemm_loops(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixOperand& bm, llvm::Value* c,
