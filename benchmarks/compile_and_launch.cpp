@@ -13,30 +13,14 @@
 #include <string>
 
 #include "benchmarks/bench_util.h"
+#include "benchmarks/seed_matmul.h"
 #include "jit/compiler.h"
 
 namespace pl = tessera;
 
 namespace {
 
-void matmul_kernel(pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
-  pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
-  acc() += pl::dot(x(), y(), pl::f32);
-  pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
-}
-
-pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n) {
-  const int64_t b = 128;
-  return pl::pallas_call(
-      matmul_kernel,
-      pl::GridSpec{.grid = {m / b, n / b, k / b},
-                   .in_specs = {pl::BlockSpec({b, b}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); }),
-                                pl::BlockSpec({b, b}, [](pl::Value, pl::Value j, pl::Value kk) { return pl::idx(kk, j); })},
-                   .out_specs = {pl::BlockSpec({b, b}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })},
-                   .scratch_shapes = {pl::VMEM({b, b}, pl::f32)}},
-      pl::ShapeDtype({m, n}, pl::bf16),
-      {.compiler_params = {.dimension_semantics = {pl::parallel, pl::parallel, pl::arbitrary}}, .name = "matmul"});
-}
+pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n) { return bench::make_matmul(m, k, n, pl::bf16); }
 
 // The child process: the first launch of the matmul, timed from the start of main, then a second
 // launch; their difference is what the first launch costs beyond running the kernel.

@@ -11,31 +11,13 @@
 #include <cstdlib>
 
 #include "benchmarks/bench_util.h"
+#include "benchmarks/seed_matmul.h"
 
 namespace pl = tessera;
 
 extern "C" void openblas_set_num_threads(int);
 
 namespace {
-
-void matmul_kernel(pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
-  pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
-  acc() += pl::dot(x(), y(), pl::f32);
-  pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
-}
-
-pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n, pl::DType out, pl::CallOptions options,
-                                      int64_t b = 128) {
-  options.compiler_params.dimension_semantics = {pl::parallel, pl::parallel, pl::arbitrary};
-  return pl::pallas_call(
-      matmul_kernel,
-      pl::GridSpec{.grid = {m / b, n / b, k / b},
-                   .in_specs = {pl::BlockSpec({b, b}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); }),
-                                pl::BlockSpec({b, b}, [](pl::Value, pl::Value j, pl::Value kk) { return pl::idx(kk, j); })},
-                   .out_specs = {pl::BlockSpec({b, b}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })},
-                   .scratch_shapes = {pl::VMEM({b, b}, pl::f32)}},
-      pl::ShapeDtype({m, n}, out), options);
-}
 
 void sgemm(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
@@ -60,7 +42,7 @@ int main(int argc, char** argv) {
     const std::string blas = "OpenBLAS sgemm f32, " + t;
     seed.add_rate(blas, bench::measure([&] { sgemm(x32.data_as<float>(), y32.data_as<float>(), c.data(), m, k, n); }, runs),
                   flops, 1e-9, "GFLOP/s");
-    auto f32_call = make_matmul(m, k, n, pl::f32, {});
+    auto f32_call = bench::make_matmul(m, k, n, pl::f32, {});
     seed.add_rate("tessera f32, " + t, bench::measure([&] { f32_call(x32, y32); }, runs), flops, 1e-9, "GFLOP/s", blas);
     const std::string blas16 = "OpenBLAS, bf16 inputs converted to f32, " + t;
     seed.add_rate(blas16,
@@ -71,14 +53,14 @@ int main(int argc, char** argv) {
                       },
                       runs),
                   flops, 1e-9, "GFLOP/s");
-    auto bf16_call = make_matmul(m, k, n, pl::bf16, {});
+    auto bf16_call = bench::make_matmul(m, k, n, pl::bf16, {});
     seed.add_rate("tessera bf16 in, f32 acc, bf16 out, " + t, bench::measure([&] { bf16_call(x16, y16); }, runs), flops,
                   1e-9, "GFLOP/s", blas16);
   }
   // Parallel scaling of tessera itself.
   {
     pl::set_num_threads(1);
-    auto call = make_matmul(m, k, n, pl::f32, {});
+    auto call = bench::make_matmul(m, k, n, pl::f32, {});
     bench::Stats one = bench::measure([&] { call(x32, y32); }, runs);
     pl::set_num_threads(2);
     bench::Stats two = bench::measure([&] { call(x32, y32); }, runs);
@@ -96,8 +78,8 @@ int main(int argc, char** argv) {
     pl::Array a = pl::Array::random_normal({s, s}, pl::f32, 2), b = pl::Array::random_normal({s, s}, pl::f32, 3);
     pl::CallOptions io;
     io.interpret = pl::InterpretParams{};
-    auto interpreted = make_matmul(s, s, s, pl::f32, io);
-    auto compiled = make_matmul(s, s, s, pl::f32, {});
+    auto interpreted = bench::make_matmul(s, s, s, pl::f32, io);
+    auto compiled = bench::make_matmul(s, s, s, pl::f32, {});
     interp.add_time("interpreter", bench::measure([&] { interpreted(a, b); }, runs), "ms");
     interp.add_time("compiled", bench::measure([&] { compiled(a, b); }, runs), "ms", "interpreter");
     pl::set_num_threads(0);

@@ -1,0 +1,31 @@
+// The seed's tiled matmul, shared by the benchmarks: an f32 VMEM accumulator zeroed at the first k
+// step and written out at the last, 128-blocks, parallel over (i, j).
+#pragma once
+
+#include <tessera/tessera.hpp>
+
+namespace bench {
+
+namespace pl = tessera;
+
+inline void matmul_kernel(pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
+  pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
+  acc() += pl::dot(x(), y(), pl::f32);
+  pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
+}
+
+inline pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n, pl::DType out, pl::CallOptions options = {},
+                                             int64_t b = 128) {
+  options.compiler_params.dimension_semantics = {pl::parallel, pl::parallel, pl::arbitrary};
+  if (options.name.empty()) options.name = "matmul";
+  return pl::pallas_call(
+      matmul_kernel,
+      pl::GridSpec{.grid = {m / b, n / b, k / b},
+                   .in_specs = {pl::BlockSpec({b, b}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); }),
+                                pl::BlockSpec({b, b}, [](pl::Value, pl::Value j, pl::Value kk) { return pl::idx(kk, j); })},
+                   .out_specs = {pl::BlockSpec({b, b}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })},
+                   .scratch_shapes = {pl::VMEM({b, b}, pl::f32)}},
+      pl::ShapeDtype({m, n}, out), options);
+}
+
+}  // namespace bench
