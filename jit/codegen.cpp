@@ -96,7 +96,8 @@ class Emitter {
     pending_.emplace_back();
     emit_region(fn_.body);
     b_.CreateRetVoid();
-    entry_b_.CreateBr(body_);
+    // The entry block holds every allocation; if one failed, stop before the body.
+    check(entry_b_, entry_b_.CreateCall(rt_failed_, {core_}), body_);
     std::string errors;
     llvm::raw_string_ostream os(errors);
     if (llvm::verifyFunction(*f_, &os))
@@ -124,6 +125,7 @@ class Emitter {
       return m_.getOrInsertFunction(name, llvm::FunctionType::get(ret, args, false));
     };
     rt_grid_point_ = declare("tessera_rt_grid_point", i32, {ptr, i32, ptr});
+    rt_failed_ = declare("tessera_rt_failed", i32, {ptr});
     rt_alloc_ = declare("tessera_rt_alloc", ptr, {ptr, i32});
     rt_temp_ = declare("tessera_rt_temp", ptr, {ptr, i64});
     rt_ipow_ = declare("tessera_rt_ipow", i64, {i64, i64, i32});
@@ -703,8 +705,11 @@ class Emitter {
   // Branches to the kernel's exit when a runtime call reported a failure.
   void check(llvm::Value* status) {
     llvm::BasicBlock* ok = llvm::BasicBlock::Create(ctx_, "ok", f_);
-    b_.CreateCondBr(b_.CreateICmpNE(status, b_.getInt32(0)), abort_, ok);
+    check(b_, status, ok);
     b_.SetInsertPoint(ok);
+  }
+  void check(llvm::IRBuilderBase& b, llvm::Value* status, llvm::BasicBlock* ok) {
+    b.CreateCondBr(b.CreateICmpNE(status, b.getInt32(0)), abort_, ok);
   }
 
   // An element-wise op: a scalar when every operand is one, else a lazy tensor.
@@ -1196,7 +1201,7 @@ class Emitter {
   std::vector<int> static_uses_;    // uses in the IR
   std::vector<bool> nonlocal_use_;  // used in a region other than its own
   std::vector<std::vector<ValueId>> pending_;  // per open region: tensors that read memory
-  llvm::FunctionCallee rt_grid_point_, rt_alloc_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_, rt_view_fault_,
+  llvm::FunctionCallee rt_grid_point_, rt_failed_, rt_alloc_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_, rt_view_fault_,
       rt_block_view_fault_, rt_print_;
 };
 

@@ -48,6 +48,8 @@ std::vector<Value> Interpreter::exec_region(Frame& frame, ir::RegionId region, s
       exec_op(frame, op);
     } catch (const Fault& f) {
       throw RuntimeError(f.what(), frame.ctx.point, op.loc);
+    } catch (const std::bad_alloc&) {
+      throw RuntimeError("out of memory while running the kernel", frame.ctx.point, op.loc);
     }
   }
   frame.buffers.resize(buffers_before);  // allocations end with their region

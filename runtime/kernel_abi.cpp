@@ -12,8 +12,24 @@ namespace tessera::rt {
 namespace {
 
 int32_t fail(CoreContext* core, int32_t op, const std::string& message) {
-  if (!core->fault) core->fault.emplace(message, core->point, core->fn->ops[op].loc);
+  if (!core->fault) core->fault.emplace(message, core->point, op >= 0 ? core->fn->ops[op].loc : SourceLoc{});
   return 1;
+}
+
+// Runs an ABI function's body; no exception may cross into compiled code, so any is recorded as the
+// core's failure (the kernel then stops at its next check).
+template <class F, class R>
+R guarded(CoreContext* core, int32_t op, R on_failure, F body) {
+  try {
+    return body();
+  } catch (const Fault& f) {
+    fail(core, op, f.what());
+  } catch (const std::bad_alloc&) {
+    fail(core, op, "out of memory while running the kernel");
+  } catch (const std::exception& e) {
+    fail(core, op, std::string("the runtime failed while running the kernel: ") + e.what());
+  }
+  return on_failure;
 }
 
 // A buffer over a compiled kernel's memory for one ref operand of `op`.
@@ -31,6 +47,7 @@ std::vector<int64_t> widen(const int32_t* starts, size_t n) { return std::vector
 std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols() {
   return {
       {"tessera_rt_grid_point", reinterpret_cast<void*>(&tessera_rt_grid_point)},
+      {"tessera_rt_failed", reinterpret_cast<void*>(&tessera_rt_failed)},
       {"tessera_rt_alloc", reinterpret_cast<void*>(&tessera_rt_alloc)},
       {"tessera_rt_temp", reinterpret_cast<void*>(&tessera_rt_temp)},
       {"tessera_rt_ipow", reinterpret_cast<void*>(&tessera_rt_ipow)},
@@ -47,10 +64,13 @@ std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols() {
 using tessera::rt::CoreContext;
 
 extern "C" int32_t tessera_rt_grid_point(CoreContext* core, int32_t n, const int32_t* ids) {
-  auto& point = core->point.grid_point;
-  point.assign(ids, ids + n);
-  return core->launch.cancelled() ? 1 : 0;
+  return tessera::rt::guarded(core, -1, int32_t{1}, [&] {
+    core->point.grid_point.assign(ids, ids + n);
+    return int32_t{core->launch.cancelled() || core->fault ? 1 : 0};
+  });
 }
+
+extern "C" int32_t tessera_rt_failed(CoreContext* core) { return core->fault ? 1 : 0; }
 
 namespace tessera::rt {
 namespace {
@@ -69,23 +89,27 @@ Buffer& next_buffer(CoreContext* core, DType dtype, const Shape& shape, Make mak
 }  // namespace tessera::rt
 
 extern "C" void* tessera_rt_alloc(CoreContext* core, int32_t op) {
-  const tessera::ir::Op& o = core->fn->ops[op];
-  const tessera::Type& t = core->fn->type(o.results[0]);
-  bool made = false;
-  tessera::rt::Buffer& b = tessera::rt::next_buffer(core, t.dtype, t.shape, [&] {
-    made = true;
-    return tessera::rt::make_buffer(std::get<std::string>(o.attr), t.dtype, t.shape, t.space, core->zero_uninitialized);
+  return tessera::rt::guarded(core, op, static_cast<void*>(nullptr), [&] {
+    const tessera::ir::Op& o = core->fn->ops[op];
+    const tessera::Type& t = core->fn->type(o.results[0]);
+    bool made = false;
+    tessera::rt::Buffer& b = tessera::rt::next_buffer(core, t.dtype, t.shape, [&] {
+      made = true;
+      return tessera::rt::make_buffer(std::get<std::string>(o.attr), t.dtype, t.shape, t.space, core->zero_uninitialized);
+    });
+    if (!made) tessera::rt::fill_poison(tessera::rt::RefView::whole(b), core->zero_uninitialized);
+    return static_cast<void*>(b.writable_data());
   });
-  if (!made) tessera::rt::fill_poison(tessera::rt::RefView::whole(b), core->zero_uninitialized);
-  return b.writable_data();
 }
 
 extern "C" void* tessera_rt_temp(CoreContext* core, int64_t nbytes) {
-  return tessera::rt::next_buffer(core, tessera::DType::i8, {nbytes}, [&] {
-           return std::make_unique<tessera::rt::Buffer>("temporary", tessera::Array::empty({nbytes}, tessera::DType::i8),
-                                                        tessera::MemorySpace::VMEM, true);
-         })
-      .writable_data();
+  return tessera::rt::guarded(core, -1, static_cast<void*>(nullptr), [&] {
+    return static_cast<void*>(tessera::rt::next_buffer(core, tessera::DType::i8, {nbytes}, [&] {
+                                return std::make_unique<tessera::rt::Buffer>(
+                                    "temporary", tessera::Array::empty({nbytes}, tessera::DType::i8),
+                                    tessera::MemorySpace::VMEM, true);
+                              }).writable_data());
+  });
 }
 
 extern "C" int64_t tessera_rt_ipow(int64_t base, int64_t exp, int32_t bits) {
@@ -141,41 +165,48 @@ int32_t block_copy(CoreContext* core, int32_t op, bool fetch, const void* from, 
 
 extern "C" int32_t tessera_rt_fetch_block(CoreContext* core, int32_t op, const void* array, void* block,
                                           const int32_t* starts) {
-  return tessera::rt::block_copy(core, op, true, array, block, starts);
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] { return tessera::rt::block_copy(core, op, true, array, block, starts); });
 }
 
 extern "C" int32_t tessera_rt_writeback_block(CoreContext* core, int32_t op, const void* block, void* array,
                                               const int32_t* starts) {
-  return tessera::rt::block_copy(core, op, false, block, array, starts);
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] { return tessera::rt::block_copy(core, op, false, block, array, starts); });
 }
 
 extern "C" void tessera_rt_block_view_fault(CoreContext* core, int32_t op, const int32_t* starts) {
-  const tessera::ir::Op& o = core->fn->ops[op];
-  const tessera::Type& array = core->fn->type(o.operands[0]);
-  const std::vector<int64_t> s = tessera::rt::widen(starts, array.shape.size());
-  auto error = tessera::rt::block_start_error(array.shape, s, std::get<tessera::ir::BlockCopyAttr>(o.attr).name);
-  tessera::rt::fail(core, op, error.value_or("block view out of bounds"));
+  tessera::rt::guarded(core, op, 0, [&] {
+    const tessera::ir::Op& o = core->fn->ops[op];
+    const tessera::Type& array = core->fn->type(o.operands[0]);
+    const std::vector<int64_t> s = tessera::rt::widen(starts, array.shape.size());
+    auto error = tessera::rt::block_start_error(array.shape, s, std::get<tessera::ir::BlockCopyAttr>(o.attr).name);
+    return tessera::rt::fail(core, op, error.value_or("block view out of bounds"));
+  });
 }
 
 extern "C" void tessera_rt_view_fault(CoreContext* core, int32_t op, int32_t dim, int64_t start) {
-  const tessera::ir::Op& o = core->fn->ops[op];
-  const auto& attr = std::get<tessera::ir::ViewAttr>(o.attr);
-  const tessera::Type& src = core->fn->type(o.operands[0]);
-  tessera::rt::fail(core, op,
-                    tessera::rt::view_fault_message(tessera::rt::root_buffer_name(*core->fn, o.operands[0]), src.shape,
-                                                    static_cast<size_t>(dim), attr.dims[dim], start));
+  tessera::rt::guarded(core, op, 0, [&] {
+    const tessera::ir::Op& o = core->fn->ops[op];
+    const auto& attr = std::get<tessera::ir::ViewAttr>(o.attr);
+    const tessera::Type& src = core->fn->type(o.operands[0]);
+    return tessera::rt::fail(core, op,
+                             tessera::rt::view_fault_message(tessera::rt::root_buffer_name(*core->fn, o.operands[0]),
+                                                             src.shape, static_cast<size_t>(dim), attr.dims[dim], start));
+  });
 }
 
 extern "C" void tessera_rt_debug_print(CoreContext* core, int32_t op, const void* const* values) {
-  const tessera::ir::Op& o = core->fn->ops[op];
-  std::vector<tessera::Array> arrays;
-  for (size_t i = 0; i < o.operands.size(); ++i) {
-    const tessera::Type& t = core->fn->type(o.operands[i]);
-    tessera::Array a(t.dtype, t.shape);
-    std::memcpy(a.mutable_data(), values[i], static_cast<size_t>(a.nbytes()));
-    arrays.push_back(std::move(a));
-  }
-  std::vector<const tessera::Array*> ptrs;
-  for (const auto& a : arrays) ptrs.push_back(&a);
-  tessera::rt::debug_print(core->point, std::get<std::string>(o.attr), ptrs);
+  tessera::rt::guarded(core, op, 0, [&] {
+    const tessera::ir::Op& o = core->fn->ops[op];
+    std::vector<tessera::Array> arrays;
+    for (size_t i = 0; i < o.operands.size(); ++i) {
+      const tessera::Type& t = core->fn->type(o.operands[i]);
+      tessera::Array a = tessera::Array::empty(t.shape, t.dtype);
+      std::memcpy(a.mutable_data(), values[i], static_cast<size_t>(a.nbytes()));
+      arrays.push_back(std::move(a));
+    }
+    std::vector<const tessera::Array*> ptrs;
+    for (const auto& a : arrays) ptrs.push_back(&a);
+    tessera::rt::debug_print(core->point, std::get<std::string>(o.attr), ptrs);
+    return 0;
+  });
 }

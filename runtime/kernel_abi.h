@@ -9,7 +9,9 @@
 // same code the interpreter runs.
 //
 // A function returning int32_t returns non-zero after recording a failure in the core context:
-// the kernel then returns at once, and the host throws the failure after the launch.
+// the kernel then returns at once, and the host throws the failure after the launch. No exception
+// ever crosses into compiled code: the functions record it as the core's failure instead (an
+// allocation that fails returns null, which the kernel notices at its first check).
 //
 // Runtime layer.
 #pragma once
@@ -24,6 +26,8 @@
 extern "C" {
 // The start of a grid step (ids: one i32 per grid dim). Non-zero when the launch was cancelled.
 int32_t tessera_rt_grid_point(tessera::rt::CoreContext* core, int32_t n, const int32_t* ids);
+// Non-zero when a failure was recorded (checked once after the kernel's allocations).
+int32_t tessera_rt_failed(tessera::rt::CoreContext* core);
 // The storage of an alloc op: fresh, poisoned (or zeroed), owned by the core until the kernel ends.
 void* tessera_rt_alloc(tessera::rt::CoreContext* core, int32_t op);
 // Scratch for the code generator's own temporaries (uninitialised, 64-byte aligned), owned likewise.

@@ -156,6 +156,20 @@ TEST_SUITE("dsl") {
     });
   }
 
+  TEST_CASE("grid: running out of memory is a RuntimeError, not a crash") {
+    testing::for_each_backend([](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref huge) {
+        huge(0) = 1.0f;
+        o() = x();
+      };
+      pl::CallOptions options = backend;
+      options.compiler_params.vmem_limit_bytes = int64_t{1} << 62;
+      auto call = pl::pallas_call(kernel, pl::GridSpec{.scratch_shapes = {pl::VMEM({int64_t{1} << 42}, pl::f32)}},
+                                  pl::ShapeDtype({4}, pl::f32), options);
+      CHECK_THROWS_WITH_AS(call(pl::Array::zeros({4}, pl::f32)), doctest::Contains("out of memory"), RuntimeError);
+    });
+  }
+
   TEST_CASE("grid: squeezed dims disappear from the kernel's ref and index by element") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       auto kernel = [](pl::Ref x, pl::Ref o) {
