@@ -9,6 +9,8 @@
 #include <set>
 
 #include "dsl/ir/printer.h"
+#include "dsl/pipeline_trace.h"
+#include "dsl/run_scoped.h"
 #include "dsl/trace.h"
 #include "jit/passes/canonicalize.h"
 #include "jit/compiler.h"
@@ -125,10 +127,6 @@ class CallImpl {
   void validate(std::span<const Array> args, SourceLoc loc) const;
   std::vector<ir::DimSemantics> semantics() const;
   ir::Function trace(std::span<const Array> args) const;
-  ir::PipelineOperand pipeline_operand(const BlockSpec& spec, const Shape& shape, const std::string& name, bool output,
-                                       bool aliased) const;
-  ir::RegionId trace_index_map(TraceContext& ctx, const BlockSpec& spec, const ir::PipelineOperand& po,
-                               const std::vector<Ref>& prefetch) const;
   const BlockSpec& spec_for(int operand, int inputs) const;
   [[noreturn]] void fail(std::string what, std::string given, std::string fix, SourceLoc loc) const {
     throw UserError(fmt::format("pallas_call `{}`: {}", name_, what), std::move(given), std::move(fix), loc);
@@ -235,103 +233,8 @@ void CallImpl::validate(std::span<const Array> args, SourceLoc loc) const {
                        shape_tuple_str(o.shape), dtype_name(o.dtype)),
            "alias arrays of the same shape and dtype", loc);
   }
-  for (size_t k = 0; k < spec_.scratch_shapes.size(); ++k) {
-    const MemoryRef& m = spec_.scratch_shapes[k].memory();
-    if (is_dma_only(m.space))
-      fail("scratch must live in VMEM or SMEM", fmt::format("scratch {} in {}", k, memory_space_name(m.space)),
-           "use pl::VMEM(shape, dtype) or pl::SMEM(shape, dtype)", spec_.scratch_shapes[k].loc());
-    for (int64_t d : m.shape)
-      if (d < 0)
-        fail("scratch shapes must have non-negative dims", fmt::format("scratch {} of shape {}", k, shape_tuple_str(m.shape)),
-             "use dims >= 0", spec_.scratch_shapes[k].loc());
-  }
-}
-
-ir::PipelineOperand CallImpl::pipeline_operand(const BlockSpec& spec, const Shape& shape, const std::string& name,
-                                               bool output, bool aliased) const {
-  ir::PipelineOperand po;
-  po.name = name;
-  po.is_output = output;
-  po.aliased = aliased;
-  const MemorySpace space = spec.memory_space().value_or(MemorySpace::VMEM);
-  const SourceLoc loc = spec.loc().known() ? spec.loc() : spec_.loc;
-  po.loc = loc;
-  if (is_dma_only(space)) {
-    if (spec.block_shape() || spec.index_map())
-      fail(fmt::format("{} is in memory space {}, which is passed whole", name, space == MemorySpace::ANY ? "ANY" : "HBM"),
-           "a BlockSpec with both a block shape and memory space ANY/HBM",
-           "drop the block shape (pl::BlockSpec(pl::ANY)) and copy windows yourself, or use a VMEM block", loc);
-    po.windowed = false;
-    po.space = space;
-    return po;
-  }
-  po.space = space;
-  if (!spec.block_shape()) {
-    po.block = shape;
-    po.squeezed.assign(shape.size(), false);
-    return po;
-  }
-  const auto& bs = *spec.block_shape();
-  if (bs.size() != shape.size())
-    fail(fmt::format("the block shape of {} has another rank than the array", name),
-         fmt::format("block of {} dims for an array of shape {}", bs.size(), shape_tuple_str(shape)),
-         "give one block dim per array dim (pl::squeezed for dims the kernel should not see)", loc);
-  for (size_t d = 0; d < bs.size(); ++d) {
-    if (!bs[d].is_squeezed && bs[d].size <= 0)
-      fail(fmt::format("block dims of {} must be positive", name),
-           fmt::format("block dim {} is {} (array shape {})", d, bs[d].size, shape_tuple_str(shape)),
-           "use sizes >= 1, or pl::squeezed", loc);
-    po.block.push_back(bs[d].size);
-    po.squeezed.push_back(bs[d].is_squeezed);
-  }
-  return po;
-}
-
-ir::RegionId CallImpl::trace_index_map(TraceContext& ctx, const BlockSpec& spec, const ir::PipelineOperand& po,
-                                       const std::vector<Ref>& prefetch) const {
-  const size_t rank = spec_.grid.size();
-  const SourceLoc loc = spec.loc().known() ? spec.loc() : spec_.loc;
-  ir::RegionId r = ctx.builder().create_region(std::vector<Type>(rank, Type::scalar(DType::i32)));
-  TraceContext::Scope scope(ctx, r, fmt::format("the index map of {}", po.name));
-  ctx.grids.push_back(spec_.grid);
-  const std::vector<ir::ValueId> args = ctx.builder().function().regions[r].args;  // a copy: tracing adds regions
-  std::vector<ir::ValueId> yielded;
-  if (!spec.index_map()) {
-    for (size_t d = 0; d < po.block.size(); ++d)
-      yielded.push_back(constant(ctx, ir::Literal::of_int(0), Type::scalar(DType::i32), loc).id());
-  } else {
-    const IndexMap& map = *spec.index_map();
-    const int expected = static_cast<int>(rank) + spec_.num_scalar_prefetch;
-    if (map.arity != expected)
-      fail(fmt::format("the index map of {} takes {} parameter(s), but the call passes {}", po.name, map.arity, expected),
-           fmt::format("{} grid index(es) and {} scalar-prefetch ref(s)", rank, spec_.num_scalar_prefetch),
-           "take one pl::Value per grid dim, then one pl::Ref per scalar-prefetch operand", loc);
-    std::vector<IndexArg> margs;
-    for (size_t d = 0; d < rank; ++d) margs.emplace_back(Value::wrap(ctx, args[d]), static_cast<int>(d), loc);
-    for (size_t k = 0; k < prefetch.size(); ++k) margs.emplace_back(prefetch[k], static_cast<int>(rank + k), loc);
-    std::vector<Operand> result = map.fn(margs);
-    if (result.size() != po.block.size())
-      fail(fmt::format("the index map of {} returns {} index(es) for an array of rank {}", po.name, result.size(),
-                       po.block.size()),
-           fmt::format("block shape ({})", fmt::join(po.block, ", ")),
-           "return one block index per array dim with pl::idx(...)", loc);
-    for (size_t d = 0; d < result.size(); ++d) {
-      const Operand& o = result[d];
-      if (o.is_literal() && o.literal().is_float)
-        fail(fmt::format("the index map of {} returns a float index", po.name), fmt::format("{} at position {}", o.literal().f, d),
-             "return integer block indices", loc);
-      Value v = o.materialize(DType::i32);
-      if (!v.is_scalar() || !is_int(v.dtype()))
-        fail(fmt::format("the index map of {} must return integer scalars", po.name),
-             fmt::format("{} at position {}", detail::describe(v), d), "return i32 scalars (e.g. grid indices, ids[i])", loc);
-      v = cast_to(v, DType::i32, loc);
-      ctx.check_visible(v.id(), "an index map", loc);
-      yielded.push_back(v.id());
-    }
-  }
-  ctx.builder().create(OpKind::Yield, yielded, {}, {}, loc);
-  ctx.grids.pop_back();
-  return r;
+  for (size_t k = 0; k < spec_.scratch_shapes.size(); ++k)
+    check_allocatable(spec_.scratch_shapes[k], fmt::format("scratch {}", k), fmt::format("pallas_call `{}`", name_));
 }
 
 ir::Function CallImpl::trace(std::span<const Array> args) const {
@@ -342,6 +245,7 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
   {
     TraceContext ctx(fn, name_);
     ir::Builder& b = ctx.builder();
+    PipelineContext pc{fmt::format("pallas_call `{}`", name_), spec_.loc, spec_.grid, {}, 1};
     // How each input and output reaches the body; unwindowed ones keep their memory space (ANY/HBM).
     std::set<int> aliased, aliased_inputs;
     for (auto [in, out] : spec_.options.input_output_aliases) {
@@ -351,18 +255,19 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
     ir::PipelineAttr pa;
     pa.grid = spec_.grid;
     pa.semantics = semantics();
+    std::vector<const BlockSpec*> specs;
     for (int k = 0; k < ni + no; ++k) {
       const bool output = k >= ni;
       const Shape& shape = output ? spec_.out_shapes[k - ni].shape : args[np + k].shape();
-      pa.operands.push_back(pipeline_operand(spec_for(k, ni), shape, operand_name(np, ni, np + k), output,
+      specs.push_back(&spec_for(k, ni));
+      pa.operands.push_back(pipeline_operand(pc, *specs.back(), shape, operand_name(np, ni, np + k), output,
                                              output ? aliased.count(k - ni) > 0 : aliased_inputs.count(k) > 0));
     }
 
-    std::vector<Ref> prefetch;
     std::vector<ir::ValueId> arrays;  // inputs then outputs
     for (int k = 0; k < np; ++k)
-      prefetch.push_back(Ref::wrap(ctx, b.add_param(Type::ref(args[k].dtype(), args[k].shape(), MemorySpace::SMEM),
-                                                    operand_name(np, ni, k))));
+      pc.prefetch.push_back(Ref::wrap(ctx, b.add_param(Type::ref(args[k].dtype(), args[k].shape(), MemorySpace::SMEM),
+                                                       operand_name(np, ni, k))));
     for (int k = 0; k < ni + no; ++k) {
       const bool output = k >= ni;
       const ShapeDtype sd = output ? spec_.out_shapes[k - ni] : ShapeDtype(args[np + k].shape(), args[np + k].dtype());
@@ -381,39 +286,16 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
       scratch.push_back(Ref::wrap(ctx, v));
     }
 
-    std::vector<ir::RegionId> regions;
-    for (int k = 0; k < ni + no; ++k)
-      if (pa.operands[k].windowed) regions.push_back(trace_index_map(ctx, spec_for(k, ni), pa.operands[k], prefetch));
-
-    std::vector<Type> body_types;
-    std::vector<std::string> body_names;
-    for (int k = 0; k < ni + no; ++k) {
-      const ir::PipelineOperand& po = pa.operands[k];
-      const Type& at = fn.type(arrays[k]);
-      if (!po.windowed) {
-        body_types.push_back(at);
-      } else {
-        Shape visible;
-        for (size_t d = 0; d < po.block.size(); ++d)
-          if (!po.squeezed[d]) visible.push_back(po.block[d]);
-        body_types.push_back(Type::ref(at.dtype, visible, po.space));
-      }
-      body_names.push_back(po.windowed ? po.name + " block" : po.name);
-    }
-    ir::RegionId body = b.create_region(body_types, body_names);
-    {
-      TraceContext::Scope scope(ctx, body, "the kernel body");
-      ctx.grids.push_back(spec_.grid);
-      std::vector<Ref> refs = prefetch;
-      for (ir::ValueId a : fn.regions[body].args) refs.push_back(Ref::wrap(ctx, a));
+    trace_pipeline(ctx, pc, std::move(pa), specs, lo, hi, arrays, [&](std::vector<Ref>& blocks) {
+      // The body's unwindowed inputs are read-only unless aliased to an output.
+      const auto& body_args = ctx.builder().function().regions[ctx.builder().insertion_region()].args;
+      for (int k = 0; k < ni; ++k)
+        if (!aliased_inputs.count(k)) ctx.read_only.insert(body_args[k]);
+      std::vector<Ref> refs = pc.prefetch;
+      refs.insert(refs.end(), blocks.begin(), blocks.end());
       refs.insert(refs.end(), scratch.begin(), scratch.end());
       spec_.kernel.fn(refs);
-      ctx.grids.pop_back();
-    }
-    regions.push_back(body);
-    std::vector<ir::ValueId> operands{lo, hi};
-    operands.insert(operands.end(), arrays.begin(), arrays.end());
-    ctx.emit(OpKind::Pipeline, operands, {}, std::move(pa), spec_.loc, regions);
+    });
   }
   // Loads nobody uses (x() = v loads x eagerly) are dropped here, so the traced IR shows intent.
   return passes::remove_dead_code(fn);
@@ -500,12 +382,15 @@ std::vector<Array> CallImpl::run_compiled(const Program& prog, std::span<const A
   rt::Launch launch(/*device=*/0);
   const jit::KernelEntry entry = prog.compiled->entry();
   const Program::Split split = prog.split_for(num_threads());  // one core per thread
+  const bool worker = rt::dma_worker();
   auto run_core = [&](int core) {
     const rt::StepRange range = split.ranges[core];
     if (range.lo >= range.hi) return;
-    rt::CoreContext ctx{launch, ExecutionPoint{launch.device(), core, {}}, &prog.lowered, false, prog.take_arena(), 0,
-                        std::nullopt};
+    rt::CoreContext ctx(launch, core, &prog.lowered);
+    ctx.allocations = prog.take_arena();
+    if (worker) ctx.dma.configure(rt::DmaMode::worker, 0);
     entry(operands, range.lo, range.hi, &ctx);
+    ctx.dma.stop();  // after a failure, copies may still be running into the arena
     prog.give_arena(std::move(ctx.allocations));
     if (ctx.fault) throw *ctx.fault;
   };
@@ -542,7 +427,10 @@ std::vector<Array> CallImpl::run_interpreted(const Program& prog, std::span<cons
     for (rt::Buffer* b : by_operand) params.emplace_back(rt::RefView::whole(*b));
     params.emplace_back(Array::scalar(static_cast<double>(range.lo), DType::index));
     params.emplace_back(Array::scalar(static_cast<double>(range.hi), DType::index));
-    rt::CoreContext ctx{launch, ExecutionPoint{launch.device(), core, {}}};
+    rt::CoreContext ctx(launch, core);
+    if (const auto& ip = spec_.options.interpret)
+      ctx.dma.configure(ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait : rt::DmaMode::eager,
+                        ip->random_seed + static_cast<uint64_t>(core));
     prog.interpreter->run(ctx, std::move(params));
   });
   // The buffers wrote into storage of their own (copy-on-write); hand their arrays out.

@@ -20,17 +20,32 @@ MemorySpace Ref::memory_space() const { return type().space; }
 
 std::string Ref::describe() const {
   const std::string& name = ctx_->builder().function().values[id_].name;
+  if (is_semaphore(dtype())) {
+    const char* kind = dtype() == DType::dma_sem ? "DMA semaphore" : "regular semaphore";
+    return fmt::format("{}{}{}", shape().empty() ? kind : fmt::format("array of {}s", kind),
+                       name.empty() ? "" : fmt::format(" `{}`", name),
+                       shape().empty() ? "" : fmt::format(" of shape {}", shape_tuple_str(shape())));
+  }
   std::string space(memory_space_name(memory_space()));
   for (char& c : space) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return fmt::format("ref{} of {} {} in {}", name.empty() ? "" : fmt::format(" `{}`", name),
                      shape().empty() ? "scalar" : shape_tuple_str(shape()), dtype_name(dtype()), space);
 }
 
+namespace detail {
+
+TraceContext& trace_of(const Ref& ref, std::string_view api, SourceLoc loc) {
+  auto& ctx = TraceContext::current(api, loc);
+  if (ref.context() != &ctx || ref.serial() != ctx.serial())
+    throw UserError(fmt::format("{}: a ref from another kernel's trace (or an empty pl::Ref) is used", api),
+                    "a stale pl::Ref", "use the refs pallas_call passes to the kernel being traced", loc);
+  return ctx;
+}
+
+}  // namespace detail
+
 Ref Ref::view(const std::vector<Indexer>& indexers, SourceLoc loc) const {
-  auto& ctx = detail::TraceContext::current("ref indexing", loc);
-  if (ctx_ != &ctx || serial_ != ctx.serial())
-    throw UserError("a ref from another kernel's trace (or an empty pl::Ref) is indexed", "a stale pl::Ref",
-                    "use the refs pallas_call passes to the kernel being traced", loc);
+  auto& ctx = detail::trace_of(*this, "ref indexing", loc);
   const Shape s = shape();
   if (indexers.size() > s.size())
     throw UserError("too many indices for the ref", fmt::format("{} indices for {}", indexers.size(), describe()),
@@ -96,6 +111,11 @@ namespace detail {
 
 void check_direct_access(const Ref& ref, bool is_store, SourceLoc loc) {
   const char* verb = is_store ? "store to" : "load from";
+  if (ref.memory_space() == MemorySpace::SEMAPHORE)
+    throw UserError(fmt::format("cannot {} a semaphore", verb), ref.describe(),
+                    is_store ? "change a semaphore with pl::semaphore_signal / pl::semaphore_wait"
+                             : "read its value with pl::semaphore_read(sem)",
+                    loc);
   if (is_dma_only(ref.memory_space()))
     throw UserError(fmt::format("cannot {} a ref in memory space {}", verb,
                                 ref.memory_space() == MemorySpace::ANY ? "ANY" : "HBM"),
@@ -106,6 +126,38 @@ void check_direct_access(const Ref& ref, bool is_store, SourceLoc loc) {
   if (ref.memory_space() == MemorySpace::SMEM && !ref.shape().empty())
     throw UserError(fmt::format("cannot {} a block in SMEM: SMEM holds scalars only", verb), ref.describe(),
                     "index down to one element, e.g. ids[i] or table(i, j)", loc);
+}
+
+void check_writable(const Ref& ref, std::string_view api, SourceLoc loc) {
+  auto& ctx = trace_of(ref, api, loc);
+  const ir::Function& fn = ctx.builder().function();
+  ir::ValueId root = ref.id();
+  for (const ir::Op* d = fn.def(root); d && d->kind == OpKind::View; d = fn.def(root)) root = d->operands[0];
+  if (ctx.read_only.count(root))
+    throw UserError(fmt::format("{} would write into `{}`, an input of the call", api, fn.values[root].name), ref.describe(),
+                    "inputs are read-only: alias the input to an output (input_output_aliases) and write the output, "
+                    "or write into an output or scratch",
+                    loc);
+}
+
+void check_semaphore(const Ref& ref, std::optional<DType> kind, std::string_view api, SourceLoc loc) {
+  trace_of(ref, api, loc);
+  if (ref.memory_space() != MemorySpace::SEMAPHORE)
+    throw UserError(fmt::format("{} needs a semaphore", api), ref.describe(),
+                    "pass a semaphore: scratch or run_scoped of pl::SemaphoreType::DMA / ::REGULAR", loc);
+  if (!ref.shape().empty())
+    throw UserError(fmt::format("{} needs one semaphore, not an array of them", api), ref.describe(),
+                    "pick one with sems.at(i)", loc);
+  if (kind == DType::dma_sem && ref.dtype() != DType::dma_sem)
+    throw UserError(fmt::format("{} needs a DMA semaphore, but got a regular semaphore", api), ref.describe(),
+                    "copies count bytes on a pl::SemaphoreType::DMA semaphore; wait on a regular semaphore with "
+                    "pl::semaphore_wait",
+                    loc);
+  if (kind == DType::sem && ref.dtype() != DType::sem)
+    throw UserError(fmt::format("{} needs a regular semaphore, but got a DMA semaphore", api), ref.describe(),
+                    "a DMA semaphore counts the bytes of copies: wait for a copy with its descriptor's .wait(); use a "
+                    "pl::SemaphoreType::REGULAR semaphore for signals",
+                    loc);
 }
 
 Value value_for_store(const Ref& ref, const Operand& v, SourceLoc loc) {
@@ -132,7 +184,8 @@ Value value_for_store(const Ref& ref, const Operand& v, SourceLoc loc) {
 }  // namespace detail
 
 static bool directly_accessible(const Ref& r) {
-  return !is_dma_only(r.memory_space()) && !(r.memory_space() == MemorySpace::SMEM && !r.shape().empty());
+  return !is_dma_only(r.memory_space()) && r.memory_space() != MemorySpace::SEMAPHORE &&
+         !(r.memory_space() == MemorySpace::SMEM && !r.shape().empty());
 }
 
 RefSlot Ref::slot(const std::vector<Indexer>& indexers, SourceLoc loc) const {

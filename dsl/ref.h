@@ -14,7 +14,9 @@
 // Front-end layer (dsl/).
 #pragma once
 
+#include <optional>
 #include <source_location>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -151,8 +153,14 @@ void store(const Ref& ref, const Operand& value, const Operand& mask,
            std::source_location loc = std::source_location::current());
 
 namespace detail {
-// Checks that `ref` may be loaded / stored directly (not ANY/HBM; SMEM: scalars only).
+// The trace `ref` belongs to; a UserError naming `api` when it is from another kernel's trace.
+TraceContext& trace_of(const Ref& ref, std::string_view api, SourceLoc loc);
+// Checks that `ref` may be loaded / stored directly (not ANY/HBM, not a semaphore; SMEM: scalars only).
 void check_direct_access(const Ref& ref, bool is_store, SourceLoc loc);
+// Checks that `api` may write through `ref`: it is not (a view of) an input that no output aliases.
+void check_writable(const Ref& ref, std::string_view api, SourceLoc loc);
+// Checks that `ref` is one semaphore (of `kind` when given), for `api`.
+void check_semaphore(const Ref& ref, std::optional<DType> kind, std::string_view api, SourceLoc loc);
 // The value to store into `ref`: dtype and shape checked, literals typed, scalars broadcast.
 Value value_for_store(const Ref& ref, const Operand& v, SourceLoc loc);
 }  // namespace detail

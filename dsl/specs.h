@@ -4,7 +4,9 @@
 //   pl::BlockSpec({pl::squeezed, 128}, map)       a squeezed dim: size 1, gone from the kernel's ref
 //   pl::BlockSpec()                               the whole array as one block (VMEM)
 //   pl::BlockSpec(pl::ANY)                        the whole array, unwindowed, reachable by DMA only
+//   pl::BlockSpec({bm, bk}, map, pl::Buffered(3)) three block buffers: two blocks fetched ahead
 //   pl::VMEM({bm, bn}, pl::f32), pl::SMEM(...)    scratch shapes
+//   pl::SemaphoreType::DMA, ::REGULAR, DMA({n})   semaphores as scratch
 //   pl::GridSpec{.grid, .in_specs, .out_specs, .scratch_shapes}
 //   pl::PrefetchScalarGridSpec{.num_scalar_prefetch, .grid, ...}
 //   pl::CompilerParams{.dimension_semantics = {pl::parallel, pl::arbitrary}, .vmem_limit_bytes}
@@ -51,10 +53,24 @@ inline constexpr MemorySpaceTag HBM{MemorySpace::HBM};
 inline constexpr MemorySpaceTag VMEM{MemorySpace::VMEM};
 inline constexpr MemorySpaceTag SMEM{MemorySpace::SMEM};
 
-// An entry of scratch_shapes: allocated once per call and core, uninitialised, persistent across steps.
+// pl::SemaphoreType::DMA / ::REGULAR: one semaphore, as a scratch or run_scoped type; called with a
+// shape, an array of them (pltpu.SemaphoreType.DMA((2,))): pl::SemaphoreType::DMA({2}).
+struct SemaphoreKind {
+  DType dtype;
+  MemoryRef operator()(Shape shape) const { return MemoryRef{std::move(shape), dtype, MemorySpace::SEMAPHORE}; }
+  operator MemoryRef() const { return MemoryRef{{}, dtype, MemorySpace::SEMAPHORE}; }
+};
+struct SemaphoreType {
+  static constexpr SemaphoreKind DMA{DType::dma_sem};      // counts the bytes of finished copies
+  static constexpr SemaphoreKind REGULAR{DType::sem};      // counts signals
+};
+
+// An entry of scratch_shapes or a run_scoped type. Scratch is allocated once per call and core,
+// uninitialised (semaphores: zero) and persistent across steps.
 class ScratchShape {
  public:
   ScratchShape(const MemoryRef& m, std::source_location loc = std::source_location::current()) : ref_(m), loc_(loc) {}
+  ScratchShape(SemaphoreKind k, std::source_location loc = std::source_location::current()) : ref_(k), loc_(loc) {}
   const MemoryRef& memory() const { return ref_; }
   SourceLoc loc() const { return loc_; }
 
@@ -75,6 +91,14 @@ struct BlockDim {
   BlockDim(int64_t s) : size(s) {}
   BlockDim(int s) : size(s) {}
   BlockDim(Squeezed) : size(1), is_squeezed(true) {}
+};
+
+// pl::Buffered(n), a BlockSpec's pipeline mode: n block buffers, so the next n - 1 blocks are fetched
+// while the body runs (outputs: at most 2). emit_pipeline's default is 2; pallas_call's own blocks
+// are copied synchronously (1) unless a spec asks for more.
+struct Buffered {
+  int64_t buffer_count;
+  explicit Buffered(int64_t n) : buffer_count(n) {}
 };
 
 // An index-map argument: a grid index (converts to pl::Value) or a scalar-prefetch ref (pl::Ref).
@@ -141,6 +165,12 @@ class BlockSpec {
   BlockSpec(std::vector<BlockDim> block_shape, F index_map, MemorySpaceTag space,
             std::source_location loc = std::source_location::current())
       : block_shape_(std::move(block_shape)), index_map_(wrap(std::move(index_map))), space_(space.space), loc_(loc) {}
+  // Blocks with a pipeline mode: pl::BlockSpec({bm, bk}, map, pl::Buffered(3)).
+  template <class F>
+  BlockSpec(std::vector<BlockDim> block_shape, F index_map, Buffered mode,
+            std::source_location loc = std::source_location::current())
+      : block_shape_(std::move(block_shape)), index_map_(wrap(std::move(index_map))), buffers_(mode.buffer_count),
+        loc_(loc) {}
   // Blocks of `block_shape` always at block index 0.
   BlockSpec(std::vector<BlockDim> block_shape, std::source_location loc = std::source_location::current())
       : block_shape_(std::move(block_shape)), loc_(loc) {}
@@ -148,6 +178,7 @@ class BlockSpec {
   const std::optional<std::vector<BlockDim>>& block_shape() const { return block_shape_; }
   const std::optional<IndexMap>& index_map() const { return index_map_; }
   std::optional<MemorySpace> memory_space() const { return space_; }
+  std::optional<int64_t> buffer_count() const { return buffers_; }
   SourceLoc loc() const { return loc_; }
 
  private:
@@ -165,6 +196,7 @@ class BlockSpec {
   std::optional<std::vector<BlockDim>> block_shape_;
   std::optional<IndexMap> index_map_;
   std::optional<MemorySpace> space_;
+  std::optional<int64_t> buffers_;
   SourceLoc loc_;
 };
 
@@ -202,12 +234,20 @@ struct CompilerParams {
 
 enum class UninitializedMemory { nan, zero };
 
+// When the interpreter performs a started copy: at once (eager), or only when something waits on
+// its semaphore, in a seeded random order (on_wait) — so a read of a copy's destination before its
+// wait sees stale or poisoned data instead of silently working.
+enum class DmaExecutionMode { eager, on_wait };
+
 // Selects the interpreter and sets its checks (pltpu.InterpretParams).
 struct InterpretParams {
   // Uninitialised memory (scratch, outputs, edge padding) holds NaN / max-int / true, or zeros.
   UninitializedMemory uninitialized_memory = UninitializedMemory::nan;
   // Cores of the simulated device; parallel grid dims are split over them.
   int num_cores_or_threads = 1;
+  DmaExecutionMode dma_execution_mode = DmaExecutionMode::eager;
+  // Seeds the order in which on_wait completes copies.
+  uint64_t random_seed = 0;
 };
 
 // pl.CostEstimate: carried with the call for tools that schedule around it.

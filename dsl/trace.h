@@ -5,6 +5,7 @@
 // Front-end layer (dsl/), internal: users reach it only through Value, Ref and the DSL functions.
 #pragma once
 
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -55,6 +56,10 @@ class TraceContext {
 
   // The grids of the pipelines being traced (innermost last): program_id's axis is checked against it.
   std::vector<std::vector<int64_t>> grids;
+  // Refs of arrays the kernel may not write (inputs not aliased to an output).
+  std::set<ir::ValueId> read_only;
+  // Numbers emit_pipeline's nested pipelines (the kernel's own grid is 0).
+  int64_t pipelines = 0;
 
  private:
   struct OpenRegion {

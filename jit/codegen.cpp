@@ -108,6 +108,17 @@ class Emitter {
   // ---- setup ----
 
   void count_uses() {
+    for (const ir::Op& op : fn_.ops) {
+      switch (op.kind) {
+        case OpKind::DmaStart:
+        case OpKind::DmaWait:
+        case OpKind::SemaphoreSignal:
+        case OpKind::SemaphoreWait:
+        case OpKind::SemaphoreRead: tracks_copies_ = true; break;
+        case OpKind::Alloc: tracks_copies_ |= is_semaphore(fn_.type(op.results[0]).dtype); break;
+        default: break;
+      }
+    }
     for (const ir::Op& op : fn_.ops)
       for (ValueId v : op.operands) {
         ++uses_[v];
@@ -127,10 +138,17 @@ class Emitter {
     rt_grid_point_ = declare("tessera_rt_grid_point", i32, {ptr, i32, ptr});
     rt_failed_ = declare("tessera_rt_failed", i32, {ptr});
     rt_alloc_ = declare("tessera_rt_alloc", ptr, {ptr, i32});
+    rt_release_ = declare("tessera_rt_release", i32, {ptr, i32, ptr});
     rt_temp_ = declare("tessera_rt_temp", ptr, {ptr, i64});
     rt_ipow_ = declare("tessera_rt_ipow", i64, {i64, i64, i32});
-    rt_fetch_ = declare("tessera_rt_fetch_block", i32, {ptr, i32, ptr, ptr, ptr});
-    rt_writeback_ = declare("tessera_rt_writeback_block", i32, {ptr, i32, ptr, ptr, ptr});
+    rt_fetch_ = declare("tessera_rt_fetch_block", i32, {ptr, i32, ptr, ptr, ptr, ptr, ptr});
+    rt_writeback_ = declare("tessera_rt_writeback_block", i32, {ptr, i32, ptr, ptr, ptr, ptr, ptr});
+    rt_dma_start_ = declare("tessera_rt_dma_start", i32, {ptr, i32, ptr, ptr, ptr, ptr});
+    rt_dma_wait_ = declare("tessera_rt_dma_wait", i32, {ptr, i32, ptr});
+    rt_sem_signal_ = declare("tessera_rt_semaphore_signal", i32, {ptr, i32, ptr, i32});
+    rt_sem_wait_ = declare("tessera_rt_semaphore_wait", i32, {ptr, i32, ptr, i32});
+    rt_sem_read_ = declare("tessera_rt_semaphore_read", i32, {ptr, ptr});
+    rt_pipeline_begin_ = declare("tessera_rt_pipeline_begin", b_.getVoidTy(), {ptr, i32});
     rt_view_fault_ = declare("tessera_rt_view_fault", b_.getVoidTy(), {ptr, i32, i32, i64});
     rt_block_view_fault_ = declare("tessera_rt_block_view_fault", b_.getVoidTy(), {ptr, i32, ptr});
     rt_print_ = declare("tessera_rt_debug_print", b_.getVoidTy(), {ptr, i32, ptr});
@@ -462,9 +480,13 @@ class Emitter {
 
   // Emits a region's ops; returns the yielded values' ids (the region's arguments are bound by the caller).
   std::vector<ValueId> emit_region(ir::RegionId r) {
+    std::vector<ValueId> yielded;
     for (ir::OpId id : fn_.regions[r].ops) {
       const ir::Op& op = fn_.ops[id];
-      if (op.kind == OpKind::Yield) return op.operands;
+      if (op.kind == OpKind::Yield) {
+        yielded = op.operands;
+        break;
+      }
       emit_op(id);
       for (ValueId res : op.results) {
         const Cg& cg = values_[res];
@@ -475,7 +497,31 @@ class Emitter {
         if (deferred && !cheap(res) && (nonlocal_use_[res] || uses_[res] > 1)) materialize(res);
       }
     }
-    return {};
+    release_allocations(r);
+    return yielded;
+  }
+
+  // The allocations of a region end with it: the copies touching them complete and their semaphores
+  // must be back at zero (the storage itself stays, allocated once when the kernel starts).
+  void release_allocations(ir::RegionId r) {
+    if (!tracks_copies_) return;
+    std::vector<ir::OpId> allocs;
+    for (ir::OpId id : fn_.regions[r].ops)
+      if (fn_.ops[id].kind == OpKind::Alloc) allocs.push_back(id);
+    if (allocs.empty()) return;
+    flush_readers(ir::kNone);
+    for (auto it = allocs.rbegin(); it != allocs.rend(); ++it)
+      check(b_.CreateCall(rt_release_, {core_, b_.getInt32(static_cast<int32_t>(*it)), ref(fn_.ops[*it].results[0]).base}));
+  }
+
+  // A constant array of i64 in the module (strides the runtime needs).
+  llvm::Value* i64_array(const std::vector<int64_t>& values) {
+    std::vector<llvm::Constant*> elems;
+    for (int64_t v : values) elems.push_back(b_.getInt64(v));
+    if (elems.empty()) elems.push_back(b_.getInt64(0));
+    auto* type = llvm::ArrayType::get(b_.getInt64Ty(), elems.size());
+    return new llvm::GlobalVariable(m_, type, /*isConstant=*/true, llvm::GlobalValue::PrivateLinkage,
+                                    llvm::ConstantArray::get(type, elems), "strides");
   }
 
   // Lazy tensors that are cheap to recompute at every use.
@@ -625,27 +671,67 @@ class Emitter {
       case OpKind::Store: store(id); return;
       case OpKind::If: emit_if(op); return;
       case OpKind::For: emit_for(op); return;
+      case OpKind::Scope: emit_scope(op); return;
+      case OpKind::DmaStart: {
+        const RefCg& src = ref(op.operands[0]);
+        const RefCg& dst = ref(op.operands[1]);
+        flush_readers(dst.root);  // tensors still to be read from the destination see it as before
+        std::vector<int64_t> strides = src.strides;
+        strides.insert(strides.end(), dst.strides.begin(), dst.strides.end());
+        check(b_.CreateCall(rt_dma_start_, {core_, b_.getInt32(static_cast<int32_t>(id)), src.base, dst.base,
+                                            ref(op.operands[2]).base, i64_array(strides)}));
+        used(op);
+        return;
+      }
+      case OpKind::DmaWait:
+      case OpKind::SemaphoreWait: {
+        // After a wait, memory may hold what copies brought: tensors read before see it as it was.
+        flush_readers(ir::kNone);
+        llvm::Value* sem = ref(op.operands[0]).base;
+        llvm::Value* opid = b_.getInt32(static_cast<int32_t>(id));
+        check(op.kind == OpKind::DmaWait ? b_.CreateCall(rt_dma_wait_, {core_, opid, sem})
+                                         : b_.CreateCall(rt_sem_wait_, {core_, opid, sem, tensor(op.operands[1]).scalar}));
+        used(op);
+        return;
+      }
+      case OpKind::SemaphoreSignal:
+        check(b_.CreateCall(rt_sem_signal_, {core_, b_.getInt32(static_cast<int32_t>(id)), ref(op.operands[0]).base,
+                                             tensor(op.operands[1]).scalar}));
+        used(op);
+        return;
+      case OpKind::SemaphoreRead:
+        used(op);
+        set_scalar(op.results[0], DType::i32, b_.CreateCall(rt_sem_read_, {core_, ref(op.operands[0]).base}));
+        return;
+      case OpKind::PipelineBegin:
+        b_.CreateCall(rt_pipeline_begin_, {core_, b_.getInt32(static_cast<int32_t>(id))});
+        return;
       case OpKind::GridPoint: {
         llvm::Value* ids = entry_alloca(b_.getInt32Ty(), std::max<int64_t>(1, static_cast<int64_t>(op.operands.size())));
         for (size_t i = 0; i < op.operands.size(); ++i)
           b_.CreateStore(tensor(op.operands[i]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), ids, b_.getInt64(i)));
-        check(b_.CreateCall(rt_grid_point_, {core_, b_.getInt32(static_cast<int32_t>(op.operands.size())), ids}));
+        check(b_.CreateCall(rt_grid_point_, {core_, b_.getInt32(static_cast<int32_t>(id)), ids}));
         used(op);
         return;
       }
       case OpKind::FetchBlock:
       case OpKind::WritebackBlock: {
-        const RefCg& src = ref(op.operands[0]);
-        const RefCg& dst = ref(op.operands[1]);
-        if (src.base == nullptr || dst.base == nullptr)
-          throw InternalError("codegen", "block copies need whole buffers", ir::print_op(fn_, id));
-        flush_readers(dst.root);
-        const size_t rank = op.operands.size() - 2;
+        const bool fetch = op.kind == OpKind::FetchBlock;
+        const RefCg& array = ref(op.operands[fetch ? 0 : 1]);
+        const RefCg& block = ref(op.operands[fetch ? 1 : 0]);
+        if (block.strides != row_major(block.shape))
+          throw InternalError("codegen", "a pipeline block buffer must be contiguous", ir::print_op(fn_, id));
+        flush_readers(fetch ? block.root : array.root);
+        const size_t rank = array.shape.size();
         llvm::Value* starts = entry_alloca(b_.getInt32Ty(), std::max<int64_t>(1, static_cast<int64_t>(rank)));
         for (size_t i = 0; i < rank; ++i)
           b_.CreateStore(tensor(op.operands[2 + i]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), starts, b_.getInt64(i)));
-        auto callee = op.kind == OpKind::FetchBlock ? rt_fetch_ : rt_writeback_;
-        check(b_.CreateCall(callee, {core_, b_.getInt32(static_cast<int32_t>(id)), src.base, dst.base, starts}));
+        llvm::Value* sem = op.operands.size() > 2 + rank ? ref(op.operands[2 + rank]).base
+                                                         : llvm::ConstantPointerNull::get(b_.getPtrTy());
+        llvm::Value* opid = b_.getInt32(static_cast<int32_t>(id));
+        llvm::Value* strides = i64_array(array.strides);
+        check(fetch ? b_.CreateCall(rt_fetch_, {core_, opid, array.base, strides, block.base, starts, sem})
+                    : b_.CreateCall(rt_writeback_, {core_, opid, block.base, array.base, strides, starts, sem}));
         used(op);
         return;
       }
@@ -1117,6 +1203,24 @@ class Emitter {
     }
   }
 
+  // run_scoped: the body inline; block results are copied out of memory the scope may reuse.
+  void emit_scope(const ir::Op& op) {
+    used(op);
+    pending_.emplace_back();
+    std::vector<ValueId> yielded = emit_region(op.regions[0]);
+    for (size_t i = 0; i < op.results.size(); ++i) {
+      const Type t = fn_.type(op.results[i]);
+      if (t.is_block()) {
+        llvm::Value* slot = block_slot(t);
+        copy_into(yielded[i], slot);
+        bind_buffer(op.results[i], t, slot);
+      } else {
+        set_scalar(op.results[i], t.dtype, tensor(yielded[i]).scalar);
+      }
+    }
+    pending_.pop_back();
+  }
+
   void emit_for(const ir::Op& op) {
     flush_readers(ir::kNone);
     const ir::Region& body = fn_.regions[op.regions[0]];
@@ -1201,7 +1305,9 @@ class Emitter {
   std::vector<int> static_uses_;    // uses in the IR
   std::vector<bool> nonlocal_use_;  // used in a region other than its own
   std::vector<std::vector<ValueId>> pending_;  // per open region: tensors that read memory
-  llvm::FunctionCallee rt_grid_point_, rt_failed_, rt_alloc_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_, rt_view_fault_,
+  bool tracks_copies_ = false;  // the kernel has DMAs or semaphores: allocations are released at region ends
+  llvm::FunctionCallee rt_grid_point_, rt_failed_, rt_alloc_, rt_release_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_,
+      rt_dma_start_, rt_dma_wait_, rt_sem_signal_, rt_sem_wait_, rt_sem_read_, rt_pipeline_begin_, rt_view_fault_,
       rt_block_view_fault_, rt_print_;
 };
 

@@ -10,7 +10,9 @@ llvm::Type* compute_type(llvm::IRBuilderBase& b, DType t) {
     case DType::i8: return b.getInt8Ty();
     case DType::i32: return b.getInt32Ty();
     case DType::i64:
-    case DType::index: return b.getInt64Ty();
+    case DType::index:
+    case DType::sem:
+    case DType::dma_sem: return b.getInt64Ty();
     case DType::bf16:
     case DType::f16:
     case DType::f32: return b.getFloatTy();
@@ -28,6 +30,8 @@ llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t) {
     case DType::i32:
     case DType::i64:
     case DType::index:
+    case DType::sem:
+    case DType::dma_sem:
     case DType::f32:
     case DType::f64: return compute_type(b, t);
   }
@@ -49,6 +53,8 @@ llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr) {
     case DType::i32:
     case DType::i64:
     case DType::index:
+    case DType::sem:
+    case DType::dma_sem:
     case DType::f32:
     case DType::f64: return v;
   }
@@ -66,6 +72,8 @@ void store_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr, llvm::Valu
     case DType::i32:
     case DType::i64:
     case DType::index:
+    case DType::sem:
+    case DType::dma_sem:
     case DType::f32:
     case DType::f64: break;
   }

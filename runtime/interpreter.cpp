@@ -14,8 +14,9 @@ using ir::OpKind;
 
 struct Interpreter::Frame {
   CoreContext& ctx;
-  std::vector<Value> env;                        // by ValueId
-  std::vector<std::unique_ptr<Buffer>> buffers;  // alloc'd buffers, freed with their region
+  std::vector<Value> env;  // by ValueId
+  // Alloc'd buffers with the op that made them, freed with their region.
+  std::vector<std::pair<std::unique_ptr<Buffer>, const ir::Op*>> buffers;
 };
 
 namespace {
@@ -23,6 +24,16 @@ namespace {
 const Array& tensor(const Value& v) { return std::get<Array>(v); }
 const RefView& ref(const Value& v) { return std::get<RefView>(v); }
 int64_t as_int(const Value& v) { return tensor(v).item_int(); }
+int64_t* semaphore(const Value& v) { return reinterpret_cast<int64_t*>(ref(v).address(0)); }
+
+// The memory a window spans (strides are positive).
+std::pair<const std::byte*, const std::byte*> extent(const RefView& r) {
+  const int64_t es = dtype_size(r.buffer->dtype);
+  int64_t last = 0;
+  for (size_t d = 0; d < r.shape.size(); ++d) last += (r.shape[d] - 1) * r.strides[d];
+  const std::byte* lo = r.buffer->data() + r.offset * es;
+  return {lo, num_elements(r.shape) == 0 ? lo : lo + (last + 1) * es};
+}
 
 }  // namespace
 
@@ -52,7 +63,17 @@ std::vector<Value> Interpreter::exec_region(Frame& frame, ir::RegionId region, s
       throw RuntimeError("out of memory while running the kernel", frame.ctx.point, op.loc);
     }
   }
-  frame.buffers.resize(buffers_before);  // allocations end with their region
+  // Allocations end with their region: their copies complete and their semaphores must be zero.
+  while (frame.buffers.size() > buffers_before) {
+    auto& [buffer, alloc] = frame.buffers.back();
+    auto [lo, hi] = extent(RefView::whole(*buffer));
+    try {
+      frame.ctx.dma.release(lo, hi, /*forget=*/true);
+    } catch (const Fault& f) {
+      throw RuntimeError(f.what(), frame.ctx.point, alloc->loc);
+    }
+    frame.buffers.pop_back();
+  }
   return yielded;
 }
 
@@ -128,11 +149,41 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       return;
     case OpKind::Alloc: {
       const Type& t = result_type();
-      frame.buffers.push_back(
-          make_buffer(std::get<std::string>(op.attr), t.dtype, t.shape, t.space, options_.zero_uninitialized));
-      set(RefView::whole(*frame.buffers.back()));
+      auto& buffer = frame.buffers.emplace_back(
+          make_buffer(std::get<std::string>(op.attr), t.dtype, t.shape, t.space, options_.zero_uninitialized), &op).first;
+      if (is_semaphore(t.dtype))
+        frame.ctx.dma.add_semaphores(reinterpret_cast<const int64_t*>(buffer->data()), t.num_elements(), t.dtype,
+                                     buffer->name, op.parent == fn_.body);
+      set(RefView::whole(*buffer));
       return;
     }
+    case OpKind::Scope: {
+      std::vector<Value> results = exec_region(frame, op.regions[0], {});
+      for (size_t i = 0; i < op.results.size(); ++i) env[op.results[i]] = std::move(results[i]);
+      return;
+    }
+    case OpKind::DmaStart: {
+      const RefView& src = ref(in(0));
+      const RefView& dst = ref(in(1));
+      frame.ctx.dma.start(window_copy(dst.address(0), dst.strides, src.read_address(0), src.strides, src.shape,
+                                      dtype_size(src.buffer->dtype), semaphore(in(2))));
+      return;
+    }
+    case OpKind::DmaWait:
+      frame.ctx.dma.wait(semaphore(in(0)), std::get<int64_t>(op.attr), /*dma=*/true, op.loc);
+      return;
+    case OpKind::SemaphoreSignal:
+      frame.ctx.dma.signal(semaphore(in(0)), as_int(in(1)));
+      return;
+    case OpKind::SemaphoreWait:
+      frame.ctx.dma.wait(semaphore(in(0)), as_int(in(1)), /*dma=*/false, op.loc);
+      return;
+    case OpKind::SemaphoreRead:
+      set(Array::scalar(static_cast<double>(frame.ctx.dma.read(semaphore(in(0)))), DType::i32));
+      return;
+    case OpKind::PipelineBegin:
+      begin_pipeline(frame.ctx, std::get<int64_t>(op.attr));
+      return;
     case OpKind::View: {
       std::vector<int64_t> starts;
       for (size_t i = 1; i < op.operands.size(); ++i) starts.push_back(as_int(in(i)));
@@ -174,7 +225,9 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
     }
     case OpKind::GridPoint: {
       if (frame.ctx.launch.cancelled()) throw Cancelled{};
-      auto& point = frame.ctx.point.grid_point;
+      const bool nested = std::get<int64_t>(op.attr) > 0;
+      auto& point = nested ? frame.ctx.point.inner_point : frame.ctx.point.grid_point;
+      if (!nested) frame.ctx.point.inner_point.clear();
       point.resize(op.operands.size());
       for (size_t i = 0; i < op.operands.size(); ++i) point[i] = as_int(in(i));
       return;
@@ -182,14 +235,30 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
     case OpKind::FetchBlock:
     case OpKind::WritebackBlock: {
       const auto& attr = std::get<ir::BlockCopyAttr>(op.attr);
+      const RefView& src = ref(in(0));
+      const RefView& dst = ref(in(1));
+      const size_t starts_end = 2 + src.shape.size();
       std::vector<int64_t> starts;
-      for (size_t i = 2; i < op.operands.size(); ++i) starts.push_back(as_int(in(i)));
-      if (op.kind == OpKind::FetchBlock) {
-        fetch_block(ref(in(0)), ref(in(1)), starts, options_.zero_uninitialized, attr.name);
+      for (size_t i = 2; i < starts_end; ++i) starts.push_back(as_int(in(i)));
+      const bool fetch = op.kind == OpKind::FetchBlock;
+      if (!fetch) check_revisit(frame.ctx, attr, starts);
+      const bool zero = options_.zero_uninitialized;
+      auto move = [fetch, src, dst, starts, zero, name = attr.name] {
+        if (fetch) fetch_block(src, dst, starts, zero, name);
+        else writeback_block(src, dst, starts, name);
+      };
+      if (op.operands.size() == starts_end) {
+        move();
         return;
       }
-      writeback_block(ref(in(0)), ref(in(1)), starts, attr.name);
-      check_revisit(frame.ctx.launch, attr, starts);
+      // Asynchronous: a DMA of the block's bytes toward the semaphore.
+      DmaEngine::Copy copy;
+      copy.move = std::move(move);
+      copy.sem = semaphore(in(starts_end));
+      copy.bytes = num_elements((fetch ? dst : src).shape) * dtype_size(src.buffer->dtype);
+      std::tie(copy.src_lo, copy.src_hi) = extent(src);
+      std::tie(copy.dst_lo, copy.dst_hi) = extent(dst);
+      frame.ctx.dma.start(std::move(copy));
       return;
     }
     case OpKind::BlockView: {

@@ -32,40 +32,40 @@ R guarded(CoreContext* core, int32_t op, R on_failure, F body) {
   return on_failure;
 }
 
-// A buffer over a compiled kernel's memory for one ref operand of `op`.
-Buffer operand_buffer(const CoreContext* core, const ir::Op& op, size_t operand, const void* data, bool writable) {
-  const ir::ValueId v = op.operands[operand];
-  const Type& t = core->fn->type(v);
-  return Buffer(root_buffer_name(*core->fn, v), t.dtype, t.shape, t.space,
-                const_cast<std::byte*>(static_cast<const std::byte*>(data)), writable);
-}
-
 std::vector<int64_t> widen(const int32_t* starts, size_t n) { return std::vector<int64_t>(starts, starts + n); }
 
 }  // namespace
 
 std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols() {
+#define TESSERA_ABI(name) {#name, reinterpret_cast<void*>(&name)}
   return {
-      {"tessera_rt_grid_point", reinterpret_cast<void*>(&tessera_rt_grid_point)},
-      {"tessera_rt_failed", reinterpret_cast<void*>(&tessera_rt_failed)},
-      {"tessera_rt_alloc", reinterpret_cast<void*>(&tessera_rt_alloc)},
-      {"tessera_rt_temp", reinterpret_cast<void*>(&tessera_rt_temp)},
-      {"tessera_rt_ipow", reinterpret_cast<void*>(&tessera_rt_ipow)},
-      {"tessera_rt_fetch_block", reinterpret_cast<void*>(&tessera_rt_fetch_block)},
-      {"tessera_rt_writeback_block", reinterpret_cast<void*>(&tessera_rt_writeback_block)},
-      {"tessera_rt_view_fault", reinterpret_cast<void*>(&tessera_rt_view_fault)},
-      {"tessera_rt_block_view_fault", reinterpret_cast<void*>(&tessera_rt_block_view_fault)},
-      {"tessera_rt_debug_print", reinterpret_cast<void*>(&tessera_rt_debug_print)},
+      TESSERA_ABI(tessera_rt_grid_point),      TESSERA_ABI(tessera_rt_failed),
+      TESSERA_ABI(tessera_rt_alloc),           TESSERA_ABI(tessera_rt_release),
+      TESSERA_ABI(tessera_rt_temp),            TESSERA_ABI(tessera_rt_ipow),
+      TESSERA_ABI(tessera_rt_fetch_block),     TESSERA_ABI(tessera_rt_writeback_block),
+      TESSERA_ABI(tessera_rt_dma_start),       TESSERA_ABI(tessera_rt_dma_wait),
+      TESSERA_ABI(tessera_rt_semaphore_signal), TESSERA_ABI(tessera_rt_semaphore_wait),
+      TESSERA_ABI(tessera_rt_semaphore_read),  TESSERA_ABI(tessera_rt_pipeline_begin),
+      TESSERA_ABI(tessera_rt_view_fault),      TESSERA_ABI(tessera_rt_block_view_fault),
+      TESSERA_ABI(tessera_rt_debug_print),
   };
+#undef TESSERA_ABI
 }
 
 }  // namespace tessera::rt
 
 using tessera::rt::CoreContext;
 
-extern "C" int32_t tessera_rt_grid_point(CoreContext* core, int32_t n, const int32_t* ids) {
+extern "C" int32_t tessera_rt_grid_point(CoreContext* core, int32_t op, const int32_t* ids) {
   return tessera::rt::guarded(core, -1, int32_t{1}, [&] {
-    core->point.grid_point.assign(ids, ids + n);
+    const tessera::ir::Op& o = core->fn->ops[op];
+    const size_t n = o.operands.size();
+    if (std::get<int64_t>(o.attr) > 0) {
+      core->point.inner_point.assign(ids, ids + n);
+    } else {
+      core->point.grid_point.assign(ids, ids + n);
+      core->point.inner_point.clear();
+    }
     return int32_t{core->launch.cancelled() || core->fault ? 1 : 0};
   });
 }
@@ -97,8 +97,21 @@ extern "C" void* tessera_rt_alloc(CoreContext* core, int32_t op) {
       made = true;
       return tessera::rt::make_buffer(std::get<std::string>(o.attr), t.dtype, t.shape, t.space, core->zero_uninitialized);
     });
-    if (!made) tessera::rt::fill_poison(tessera::rt::RefView::whole(b), core->zero_uninitialized);
+    const bool semaphores = tessera::is_semaphore(t.dtype);
+    if (!made) tessera::rt::fill_poison(tessera::rt::RefView::whole(b), core->zero_uninitialized || semaphores);
+    if (semaphores)
+      core->dma.add_semaphores(reinterpret_cast<const int64_t*>(b.data()), t.num_elements(), t.dtype, b.name,
+                               o.parent == core->fn->body);
     return static_cast<void*>(b.writable_data());
+  });
+}
+
+extern "C" int32_t tessera_rt_release(CoreContext* core, int32_t op, void* data) {
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] {
+    const tessera::Type& t = core->fn->type(core->fn->ops[op].results[0]);
+    const auto* lo = static_cast<const std::byte*>(data);
+    core->dma.release(lo, lo + t.num_elements() * tessera::dtype_size(t.dtype), /*forget=*/false);
+    return int32_t{0};
   });
 }
 
@@ -119,10 +132,40 @@ extern "C" int64_t tessera_rt_ipow(int64_t base, int64_t exp, int32_t bits) {
 namespace tessera::rt {
 namespace {
 
-// fetch_block / writeback_block between contiguous buffers. The whole-block case (every block of a
-// grid whose dims divide the array) is a row copy with no allocation; edge blocks take the general
+// Moves one pipeline block between an array (strided) and a contiguous block buffer, by the rules
+// of fetch_block / writeback_block. A block wholly inside the array (every block of a grid whose
+// dims divide the array) is a plain strided copy with no allocation; edge blocks take the general
 // path with poison and clipping.
-int32_t block_copy(CoreContext* core, int32_t op, bool fetch, const void* from, void* to, const int32_t* starts32) {
+void move_block(bool fetch, std::byte* array, std::span<const int64_t> array_shape, std::span<const int64_t> strides,
+                std::byte* block, std::span<const int64_t> block_shape, std::span<const int64_t> starts, DType dtype,
+                bool zero, const std::string& name) {
+  const size_t rank = array_shape.size();
+  const int64_t es = dtype_size(dtype);
+  bool whole = rank <= 16;
+  int64_t offset = 0;
+  for (size_t d = 0; whole && d < rank; ++d) {
+    whole = starts[d] >= 0 && starts[d] + block_shape[d] <= array_shape[d];
+    offset += starts[d] * strides[d];
+  }
+  if (whole) {
+    int64_t block_strides[16];
+    for (size_t d = rank, s = 1; d-- > 0; s *= static_cast<size_t>(block_shape[d])) block_strides[d] = static_cast<int64_t>(s);
+    const std::span<const int64_t> bs(block_strides, rank);
+    if (fetch) copy_box(block, bs, array + offset * es, strides, block_shape, es);
+    else copy_box(array + offset * es, strides, block, bs, block_shape, es);
+    return;
+  }
+  Buffer array_buffer(name, dtype, {1}, MemorySpace::ANY, array, true);
+  Buffer block_buffer(name + " block", dtype, Shape(block_shape.begin(), block_shape.end()), MemorySpace::VMEM, block, true);
+  const RefView a{&array_buffer, 0, Shape(array_shape.begin(), array_shape.end()),
+                  std::vector<int64_t>(strides.begin(), strides.end())};
+  const RefView b = RefView::whole(block_buffer);
+  if (fetch) fetch_block(a, b, starts, zero, name);
+  else writeback_block(b, a, starts, name);
+}
+
+int32_t block_copy(CoreContext* core, int32_t op, bool fetch, std::byte* array, const int64_t* array_strides,
+                   std::byte* block, const int32_t* starts32, int64_t* sem) {
   const ir::Op& o = core->fn->ops[op];
   const auto& attr = std::get<ir::BlockCopyAttr>(o.attr);
   const Type& array_type = core->fn->type(o.operands[fetch ? 0 : 1]);
@@ -132,45 +175,98 @@ int32_t block_copy(CoreContext* core, int32_t op, bool fetch, const void* from, 
   std::vector<int64_t> large(rank > 16 ? rank : 0);
   int64_t* starts = rank > 16 ? large.data() : small;
   for (size_t d = 0; d < rank; ++d) starts[d] = starts32[d];
-  const std::span<const int64_t> starts_v(starts, rank);
-  bool whole = rank <= 16;
-  for (size_t d = 0; whole && d < rank; ++d)
-    whole = starts[d] >= 0 && starts[d] + block_type.shape[d] <= array_type.shape[d];
-  try {
-    if (whole) {
-      const int64_t zeros[16] = {};
-      const std::span<const int64_t> at(starts, rank), origin(zeros, rank);
-      const int64_t es = dtype_size(array_type.dtype);
-      if (fetch)
-        copy_window(static_cast<std::byte*>(to), block_type.shape, origin, static_cast<const std::byte*>(from),
-                    array_type.shape, at, block_type.shape, es);
-      else
-        copy_window(static_cast<std::byte*>(to), array_type.shape, at, static_cast<const std::byte*>(from),
-                    block_type.shape, origin, block_type.shape, es);
-    } else {
-      Buffer array = operand_buffer(core, o, fetch ? 0 : 1, fetch ? from : to, !fetch);
-      Buffer block = operand_buffer(core, o, fetch ? 1 : 0, fetch ? to : from, fetch);
-      if (fetch) fetch_block(RefView::whole(array), RefView::whole(block), starts_v, core->zero_uninitialized, attr.name);
-      else writeback_block(RefView::whole(block), RefView::whole(array), starts_v, attr.name);
-    }
-    if (!fetch) check_revisit(core->launch, attr, std::span<const int64_t>(starts, rank));
-  } catch (const Fault& f) {
-    return fail(core, op, f.what());
+  const std::span<const int64_t> at(starts, rank), strides(array_strides, rank);
+  if (!fetch) check_revisit(*core, attr, at);
+  if (!sem) {
+    move_block(fetch, array, array_type.shape, strides, block, block_type.shape, at, array_type.dtype,
+               core->zero_uninitialized, attr.name);
+    return 0;
   }
+  // Asynchronous: a DMA of the block's bytes toward the semaphore; it owns copies of what it needs.
+  const int64_t es = dtype_size(array_type.dtype);
+  int64_t last = 0;
+  for (size_t d = 0; d < rank; ++d) last += (array_type.shape[d] - 1) * strides[d];
+  DmaEngine::Copy copy;
+  copy.sem = sem;
+  copy.bytes = block_type.num_elements() * es;
+  const std::byte* array_hi = array + (last + 1) * es;
+  const std::byte* block_hi = block + copy.bytes;
+  copy.src_lo = fetch ? array : block;
+  copy.src_hi = fetch ? array_hi : block_hi;
+  copy.dst_lo = fetch ? block : array;
+  copy.dst_hi = fetch ? block_hi : array_hi;
+  copy.move = [fetch, array, block, dtype = array_type.dtype, zero = core->zero_uninitialized, name = &attr.name,
+               array_shape = array_type.shape, block_shape = block_type.shape,
+               strides = std::vector<int64_t>(strides.begin(), strides.end()),
+               starts = std::vector<int64_t>(at.begin(), at.end())] {
+    move_block(fetch, array, array_shape, strides, block, block_shape, starts, dtype, zero, *name);
+  };
+  core->dma.start(std::move(copy));
   return 0;
 }
 
 }  // namespace
 }  // namespace tessera::rt
 
-extern "C" int32_t tessera_rt_fetch_block(CoreContext* core, int32_t op, const void* array, void* block,
-                                          const int32_t* starts) {
-  return tessera::rt::guarded(core, op, int32_t{1}, [&] { return tessera::rt::block_copy(core, op, true, array, block, starts); });
+extern "C" int32_t tessera_rt_fetch_block(CoreContext* core, int32_t op, const void* array, const int64_t* array_strides,
+                                          void* block, const int32_t* starts, int64_t* sem) {
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] {
+    return tessera::rt::block_copy(core, op, true, const_cast<std::byte*>(static_cast<const std::byte*>(array)),
+                                   array_strides, static_cast<std::byte*>(block), starts, sem);
+  });
 }
 
 extern "C" int32_t tessera_rt_writeback_block(CoreContext* core, int32_t op, const void* block, void* array,
-                                              const int32_t* starts) {
-  return tessera::rt::guarded(core, op, int32_t{1}, [&] { return tessera::rt::block_copy(core, op, false, block, array, starts); });
+                                              const int64_t* array_strides, const int32_t* starts, int64_t* sem) {
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] {
+    return tessera::rt::block_copy(core, op, false, static_cast<std::byte*>(array), array_strides,
+                                   const_cast<std::byte*>(static_cast<const std::byte*>(block)), starts, sem);
+  });
+}
+
+extern "C" int32_t tessera_rt_dma_start(CoreContext* core, int32_t op, const void* src, void* dst, int64_t* sem,
+                                        const int64_t* strides) {
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] {
+    const tessera::Type& t = core->fn->type(core->fn->ops[op].operands[0]);
+    const size_t rank = t.shape.size();
+    core->dma.start(tessera::rt::window_copy(static_cast<std::byte*>(dst), std::vector<int64_t>(strides + rank, strides + 2 * rank),
+                                             static_cast<const std::byte*>(src), std::vector<int64_t>(strides, strides + rank),
+                                             t.shape, tessera::dtype_size(t.dtype), sem));
+    return int32_t{0};
+  });
+}
+
+extern "C" int32_t tessera_rt_dma_wait(CoreContext* core, int32_t op, int64_t* sem) {
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] {
+    const tessera::ir::Op& o = core->fn->ops[op];
+    core->dma.wait(sem, std::get<int64_t>(o.attr), /*dma=*/true, o.loc);
+    return int32_t{0};
+  });
+}
+
+extern "C" int32_t tessera_rt_semaphore_signal(CoreContext* core, int32_t op, int64_t* sem, int32_t inc) {
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] {
+    core->dma.signal(sem, inc);
+    return int32_t{0};
+  });
+}
+
+extern "C" int32_t tessera_rt_semaphore_wait(CoreContext* core, int32_t op, int64_t* sem, int32_t value) {
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] {
+    core->dma.wait(sem, value, /*dma=*/false, core->fn->ops[op].loc);
+    return int32_t{0};
+  });
+}
+
+extern "C" int32_t tessera_rt_semaphore_read(CoreContext* core, int64_t* sem) {
+  return static_cast<int32_t>(core->dma.read(sem));
+}
+
+extern "C" void tessera_rt_pipeline_begin(CoreContext* core, int32_t op) {
+  tessera::rt::guarded(core, op, 0, [&] {
+    tessera::rt::begin_pipeline(*core, std::get<int64_t>(core->fn->ops[op].attr));
+    return 0;
+  });
 }
 
 extern "C" void tessera_rt_block_view_fault(CoreContext* core, int32_t op, const int32_t* starts) {

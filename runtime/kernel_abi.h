@@ -24,22 +24,38 @@
 #include "runtime/launch.h"
 
 extern "C" {
-// The start of a grid step (ids: one i32 per grid dim). Non-zero when the launch was cancelled.
-int32_t tessera_rt_grid_point(tessera::rt::CoreContext* core, int32_t n, const int32_t* ids);
+// The start of a grid step of grid_point op `op` (ids: one i32 per grid dim). Non-zero when the
+// launch was cancelled.
+int32_t tessera_rt_grid_point(tessera::rt::CoreContext* core, int32_t op, const int32_t* ids);
 // Non-zero when a failure was recorded (checked once after the kernel's allocations).
 int32_t tessera_rt_failed(tessera::rt::CoreContext* core);
-// The storage of an alloc op: fresh, poisoned (or zeroed), owned by the core until the kernel ends.
+// The storage of an alloc op: fresh, poisoned (or zeroed; semaphores: zero), owned by the core until
+// the kernel ends.
 void* tessera_rt_alloc(tessera::rt::CoreContext* core, int32_t op);
+// The end of the region of alloc op `op` (storage at `data`): the copies touching it complete, its
+// semaphores must be zero.
+int32_t tessera_rt_release(tessera::rt::CoreContext* core, int32_t op, void* data);
 // Scratch for the code generator's own temporaries (uninitialised, 64-byte aligned), owned likewise.
 void* tessera_rt_temp(tessera::rt::CoreContext* core, int64_t nbytes);
 // base ** exp with `bits`-bit wrap-around integers (the runtime's integer pow).
 int64_t tessera_rt_ipow(int64_t base, int64_t exp, int32_t bits);
-// fetch_block / writeback_block ops between a whole array and a block buffer (both contiguous);
-// starts: one i32 element offset per dim.
-int32_t tessera_rt_fetch_block(tessera::rt::CoreContext* core, int32_t op, const void* array, void* block,
-                               const int32_t* starts);
+// fetch_block / writeback_block ops between an array (strides in elements, one per dim) and a
+// contiguous block buffer; starts: one i32 element offset per dim; sem: the DMA semaphore of an
+// asynchronous copy, or null.
+int32_t tessera_rt_fetch_block(tessera::rt::CoreContext* core, int32_t op, const void* array,
+                               const int64_t* array_strides, void* block, const int32_t* starts, int64_t* sem);
 int32_t tessera_rt_writeback_block(tessera::rt::CoreContext* core, int32_t op, const void* block, void* array,
-                                   const int32_t* starts);
+                                   const int64_t* array_strides, const int32_t* starts, int64_t* sem);
+// A dma_start op: strides holds the source's strides, then the destination's (elements, one per dim).
+int32_t tessera_rt_dma_start(tessera::rt::CoreContext* core, int32_t op, const void* src, void* dst, int64_t* sem,
+                             const int64_t* strides);
+// dma_wait / semaphore_signal / semaphore_wait / semaphore_read ops on the semaphore at `sem`.
+int32_t tessera_rt_dma_wait(tessera::rt::CoreContext* core, int32_t op, int64_t* sem);
+int32_t tessera_rt_semaphore_signal(tessera::rt::CoreContext* core, int32_t op, int64_t* sem, int32_t inc);
+int32_t tessera_rt_semaphore_wait(tessera::rt::CoreContext* core, int32_t op, int64_t* sem, int32_t value);
+int32_t tessera_rt_semaphore_read(tessera::rt::CoreContext* core, int64_t* sem);
+// A pipeline_begin op.
+void tessera_rt_pipeline_begin(tessera::rt::CoreContext* core, int32_t op);
 // Records that block_view op `op` starts outside its array (starts: one i32 per dim).
 void tessera_rt_block_view_fault(tessera::rt::CoreContext* core, int32_t op, const int32_t* starts);
 // Records that view op `op` is out of bounds in dimension `dim` at `start`.

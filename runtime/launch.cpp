@@ -44,16 +44,29 @@ std::vector<int64_t> grid_point_of(const std::vector<int64_t>& grid, int64_t ste
   return point;
 }
 
-bool Launch::record_writeback(int64_t operand, std::span<const int64_t> starts) {
+namespace {
+// A written-back block as raw bytes: its operand and starts.
+std::string block_key(int64_t operand, std::span<const int64_t> starts) {
   std::string key(sizeof(int64_t) * (starts.size() + 1), '\0');
   std::memcpy(key.data(), &operand, sizeof operand);
   std::memcpy(key.data() + sizeof operand, starts.data(), starts.size_bytes());
+  return key;
+}
+}  // namespace
+
+bool Launch::record_writeback(int64_t operand, std::span<const int64_t> starts) {
+  std::string key = block_key(operand, starts);
   std::lock_guard lock(mutex_);
   return written_.insert(std::move(key)).second;
 }
 
-void check_revisit(Launch& launch, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts) {
-  if (attr.aliased || launch.record_writeback(attr.operand, starts)) return;
+void begin_pipeline(CoreContext& core, int64_t id) { core.nested_writebacks[id].clear(); }
+
+void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts) {
+  if (attr.aliased) return;
+  const bool first = attr.pipeline == 0 ? core.launch.record_writeback(attr.operand, starts)
+                                        : core.nested_writebacks[attr.pipeline].insert(block_key(attr.operand, starts)).second;
+  if (first) return;
   throw Fault(fmt::format(
       "{} is revisited non-consecutively: its block at element offset ({}) is written back a second time, after the "
       "grid moved on to other blocks in between, so the earlier result is overwritten instead of accumulated. Make the "

@@ -21,6 +21,7 @@
 
 #include "dsl/ir/diagnostics.h"
 #include "dsl/ir/ir.h"
+#include "runtime/dma_engine.h"
 #include "runtime/memory.h"
 
 namespace tessera::rt {
@@ -64,14 +65,13 @@ class Launch {
   std::unordered_set<std::string> written_;  // operand and starts as raw bytes
 };
 
-// Records a block written back by a writeback_block op and faults on a non-consecutive revisit
-// (unless the output aliases an input, where revisits are the point). Shared by both backends.
-void check_revisit(Launch& launch, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts);
 
 // One core's state while it runs a kernel. Errors report `point`. Compiled kernels also keep here
 // the lowered IR (their calls into the runtime name ops by index), their allocations, and the first
 // failure, which the host throws after the kernel returned.
 struct CoreContext {
+  CoreContext(Launch& l, int core, const ir::Function* f = nullptr) : launch(l), point{l.device(), core, {}, {}}, fn(f) {}
+
   Launch& launch;
   ExecutionPoint point;
   const ir::Function* fn = nullptr;
@@ -81,7 +81,18 @@ struct CoreContext {
   std::vector<std::unique_ptr<Buffer>> allocations;
   size_t next_allocation = 0;
   std::optional<RuntimeError> fault;
+  // Blocks written back by the current run of each nested pipeline (emit_pipeline), by pipeline id.
+  std::map<int64_t, std::unordered_set<std::string>> nested_writebacks;
+  // Declared last, so that it stops (waits for its copies) before the memory above goes away.
+  DmaEngine dma;
 };
+
+// Records a block written back by a writeback_block op and faults on a non-consecutive revisit
+// (unless the output aliases an input, where revisits are the point): across the launch for the
+// kernel's grid, within one run for a nested pipeline. Shared by both backends.
+void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts);
+// The start of a run of nested pipeline `id`: it has written back nothing yet.
+void begin_pipeline(CoreContext& core, int64_t id);
 
 // Runs body(core) for every core on the thread pool (core 0 on the caller's thread). When a core
 // throws, the launch is cancelled and, after all cores stopped, the failure of the lowest failing

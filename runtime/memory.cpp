@@ -16,19 +16,26 @@ std::vector<int64_t> row_major_strides(const Shape& s) {
   return st;
 }
 
-// Copies an N-d box of `shape` between two strided layouts (strides in elements).
-void copy_box(std::byte* dst, const std::vector<int64_t>& dst_strides, const std::byte* src,
-              const std::vector<int64_t>& src_strides, const Shape& shape, int64_t es) {
-  if (num_elements(shape) == 0) return;
+bool is_contiguous(const RefView& r) { return r.strides == row_major_strides(r.shape); }
+
+}  // namespace
+
+void copy_box(std::byte* dst, std::span<const int64_t> dst_strides, const std::byte* src,
+              std::span<const int64_t> src_strides, std::span<const int64_t> shape, int64_t es) {
   const size_t rank = shape.size();
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  if (count == 0) return;
   if (rank == 0) {
     std::memcpy(dst, src, static_cast<size_t>(es));
     return;
   }
   const int64_t inner = shape[rank - 1];
   const bool contiguous = dst_strides[rank - 1] == 1 && src_strides[rank - 1] == 1;
-  std::vector<int64_t> idx(rank, 0);
-  const int64_t rows = num_elements(shape) / inner;
+  int64_t small[16] = {};
+  std::vector<int64_t> large(rank > 16 ? rank : 0, 0);
+  int64_t* idx = rank > 16 ? large.data() : small;
+  const int64_t rows = count / inner;
   for (int64_t row = 0; row < rows; ++row) {
     int64_t so = 0, dof = 0;
     for (size_t d = 0; d + 1 < rank; ++d) {
@@ -42,16 +49,12 @@ void copy_box(std::byte* dst, const std::vector<int64_t>& dst_strides, const std
         std::memcpy(dst + (dof + i * dst_strides[rank - 1]) * es, src + (so + i * src_strides[rank - 1]) * es,
                     static_cast<size_t>(es));
     }
-    for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0; --d) {
+    for (size_t d = rank - 1; d-- > 0;) {
       if (++idx[d] < shape[d]) break;
       idx[d] = 0;
     }
   }
 }
-
-bool is_contiguous(const RefView& r) { return r.strides == row_major_strides(r.shape); }
-
-}  // namespace
 
 void fill_poison(const RefView& r, bool zero) {
   dispatch_dtype(r.buffer->dtype, [&]<class T>() {
@@ -68,10 +71,6 @@ void fill_poison(const RefView& r, bool zero) {
              dtype_size(r.buffer->dtype));
   });
 }
-
-namespace {
-
-}  // namespace
 
 Buffer::Buffer(std::string name_, Array array, MemorySpace space_, bool writable)
     : name(std::move(name_)), dtype(array.dtype()), shape(array.shape()), space(space_), storage_(std::move(array)) {
@@ -90,7 +89,7 @@ std::byte* Buffer::writable_data() {
 
 std::unique_ptr<Buffer> make_buffer(std::string name, DType dtype, Shape shape, MemorySpace space, bool zero_fill) {
   auto b = std::make_unique<Buffer>(std::move(name), Array::empty(std::move(shape), dtype), space, true);
-  fill_poison(RefView::whole(*b), zero_fill);
+  fill_poison(RefView::whole(*b), zero_fill || is_semaphore(dtype));  // semaphores start at zero
   return b;
 }
 
@@ -200,42 +199,6 @@ std::optional<std::string> block_start_error(const Shape& shape, std::span<const
                          "indices, which are multiplied by the block shape",
                          what, fmt::join(starts, ", "), shape_tuple_str(shape), d, starts[d], shape[d]);
   return std::nullopt;
-}
-
-void copy_window(std::byte* dst, const Shape& dst_shape, std::span<const int64_t> dst_starts, const std::byte* src,
-                 const Shape& src_shape, std::span<const int64_t> src_starts, const Shape& box, int64_t es) {
-  const size_t rank = box.size();
-  if (num_elements(box) == 0) return;
-  if (rank == 0) {
-    std::memcpy(dst, src, static_cast<size_t>(es));
-    return;
-  }
-  // Row-major strides of both arrays and the offsets of the window's first element.
-  int64_t dst_stride[16], src_stride[16];
-  int64_t dst_off = 0, src_off = 0, ds = 1, ss = 1;
-  for (size_t d = rank; d-- > 0;) {
-    dst_stride[d] = ds;
-    src_stride[d] = ss;
-    dst_off += dst_starts[d] * ds;
-    src_off += src_starts[d] * ss;
-    ds *= dst_shape[d];
-    ss *= src_shape[d];
-  }
-  const size_t row = static_cast<size_t>(box[rank - 1] * es);
-  int64_t idx[16] = {};
-  const int64_t rows = num_elements(box) / box[rank - 1];
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t d_at = dst_off, s_at = src_off;
-    for (size_t d = 0; d + 1 < rank; ++d) {
-      d_at += idx[d] * dst_stride[d];
-      s_at += idx[d] * src_stride[d];
-    }
-    std::memcpy(dst + d_at * es, src + s_at * es, row);
-    for (size_t d = rank - 1; d-- > 0;) {
-      if (++idx[d] < box[d]) break;
-      idx[d] = 0;
-    }
-  }
 }
 
 // The part of a block window at `starts` that lies inside the array; faults when the window starts

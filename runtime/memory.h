@@ -56,7 +56,7 @@ class Buffer {
   bool read_only_ = false;
 };
 
-// A writable buffer of this type whose elements are the poison value (or zero).
+// A writable buffer of this type whose elements are the poison value (or zero; semaphores: zero).
 std::unique_ptr<Buffer> make_buffer(std::string name, DType dtype, Shape shape, MemorySpace space, bool zero_fill);
 
 // A ref at run time: a strided window of a buffer.
@@ -70,6 +70,10 @@ struct RefView {
   const std::byte* read_address(int64_t element_offset) const;
   std::byte* address(int64_t element_offset) const;  // faults on read-only buffers
 };
+
+// Copies a box of `shape` elements of `es` bytes between two strided layouts (strides in elements).
+void copy_box(std::byte* dst, std::span<const int64_t> dst_strides, const std::byte* src,
+              std::span<const int64_t> src_strides, std::span<const int64_t> shape, int64_t es);
 
 // Fills the window with the poison value of its dtype (or zero).
 void fill_poison(const RefView& r, bool zero);
@@ -93,11 +97,6 @@ void store_masked(const RefView& ref, const Array& value, const Array& mask);
 // Whether a block window at `starts` begins inside an array of `shape` (0 <= start < dim in every
 // dim); otherwise the error message, naming `what`.
 std::optional<std::string> block_start_error(const Shape& shape, std::span<const int64_t> starts, const std::string& what);
-
-// Copies a window between two contiguous row-major arrays of element size `es`: `box` elements per
-// dim, from `src` (of shape src_shape) at src_starts to `dst` (of shape dst_shape) at dst_starts.
-void copy_window(std::byte* dst, const Shape& dst_shape, std::span<const int64_t> dst_starts, const std::byte* src,
-                 const Shape& src_shape, std::span<const int64_t> src_starts, const Shape& box, int64_t es);
 
 // Block copies of the pipeline (DESIGN.md §4.2-5): `block` has the window's full-rank shape.
 // fetch: array window at `starts` -> block, out-of-array elements poisoned; faults unless

@@ -104,7 +104,9 @@ decltype(auto) dispatch_dtype(DType d, F&& f) {
     case DType::i8: return f.template operator()<int8_t>();
     case DType::i32: return f.template operator()<int32_t>();
     case DType::i64:
-    case DType::index: return f.template operator()<int64_t>();
+    case DType::index:
+    case DType::sem:  // a semaphore's counter
+    case DType::dma_sem: return f.template operator()<int64_t>();
     case DType::bf16: return f.template operator()<bfloat16>();
     case DType::f16: return f.template operator()<float16>();
     case DType::f32: return f.template operator()<float>();

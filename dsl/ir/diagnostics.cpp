@@ -33,6 +33,7 @@ InternalError::InternalError(std::string component, std::string what, std::strin
 std::string ExecutionPoint::str() const {
   std::string s = fmt::format("device {}, core {}", device, core);
   if (!grid_point.empty()) s += fmt::format(", grid point ({})", fmt::join(grid_point, ", "));
+  if (!inner_point.empty()) s += fmt::format(", emit_pipeline step ({})", fmt::join(inner_point, ", "));
   return s;
 }
 

@@ -67,7 +67,9 @@ struct ExecutionPoint {
   int device = 0;
   int core = 0;
   std::vector<int64_t> grid_point;  // empty when the failure happened outside any grid step
-  std::string str() const;          // "device 0, core 1, grid point (2, 0, 5)"
+  std::vector<int64_t> inner_point;  // the step of the innermost emit_pipeline running, if any
+  // "device 0, core 1, grid point (2, 0, 5)[, emit_pipeline step (1, 0)]"
+  std::string str() const;
 };
 
 // A failure inside a running kernel, reported on the host after the launch returned.

@@ -12,7 +12,9 @@ int64_t dtype_size(DType t) {
     case DType::f32: return 4;
     case DType::i64:
     case DType::index:
-    case DType::f64: return 8;
+    case DType::f64:
+    case DType::sem:
+    case DType::dma_sem: return 8;
   }
   return 0;
 }
@@ -28,6 +30,8 @@ std::string_view dtype_name(DType t) {
     case DType::f16: return "f16";
     case DType::f32: return "f32";
     case DType::f64: return "f64";
+    case DType::sem: return "sem";
+    case DType::dma_sem: return "dma_sem";
   }
   return "?";
 }
@@ -51,6 +55,8 @@ static int rank(DType t) {
     case DType::f16: return 5;
     case DType::f32: return 6;
     case DType::f64: return 7;
+    case DType::sem:
+    case DType::dma_sem: return -1;  // never promoted: semaphores are not values
   }
   return 0;
 }

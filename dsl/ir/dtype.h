@@ -19,6 +19,8 @@ enum class DType : uint8_t {
   f16,    // storage type, like bf16
   f32,
   f64,
+  sem,      // a regular semaphore (pl::SemaphoreType::REGULAR): a counter, only in refs of space SEMAPHORE
+  dma_sem,  // a DMA semaphore (pl::SemaphoreType::DMA): counts the bytes of finished copies
 };
 
 inline constexpr DType bool_ = DType::i1;
@@ -32,10 +34,11 @@ inline constexpr DType f16 = DType::f16;
 inline constexpr DType f32 = DType::f32;
 inline constexpr DType f64 = DType::f64;
 
+// The dtypes of values (semaphores are not values: they live in refs and are read with semaphore_read).
 inline constexpr DType kAllDTypes[] = {DType::i1,  DType::i8,  DType::i32, DType::i64, DType::index,
                                        DType::bf16, DType::f16, DType::f32, DType::f64};
 
-// Size of one element in bytes.
+// Size of one element in bytes (a semaphore's counter takes 8).
 int64_t dtype_size(DType t);
 // "f32", "bf16", "i1", ...
 std::string_view dtype_name(DType t);
@@ -45,6 +48,7 @@ inline bool is_float(DType t) { return t == DType::bf16 || t == DType::f16 || t 
 inline bool is_bool(DType t) { return t == DType::i1; }
 // Integers proper (not bool).
 inline bool is_int(DType t) { return t == DType::i8 || t == DType::i32 || t == DType::i64 || t == DType::index; }
+inline bool is_semaphore(DType t) { return t == DType::sem || t == DType::dma_sem; }
 
 // The type arithmetic on two operands of these types produces, following JAX's lattice:
 // bool < ints (by width) < floats (by width); bf16 with f16 gives f32; index with any int gives index.

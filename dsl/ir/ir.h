@@ -94,9 +94,11 @@ struct PipelineOperand {
   bool is_output = false;
   bool aliased = false;        // in an input_output_aliases pair (an output may then be revisited)
   SourceLoc loc;               // where its BlockSpec was written: blamed for its block copies
+  int64_t buffers = 1;         // block buffers: 1 copies synchronously; n > 1 prefetches n - 1 blocks ahead
   bool operator==(const PipelineOperand&) const = default;
 };
 struct PipelineAttr {
+  int64_t id = 0;              // 0: the kernel's grid; a nested pipeline (emit_pipeline) has its own number > 0
   std::vector<int64_t> grid;
   std::vector<DimSemantics> semantics;
   std::vector<PipelineOperand> operands;  // inputs first, then outputs
@@ -108,12 +110,13 @@ struct BlockCopyAttr {
   std::string name;       // "input 0", ...
   int64_t operand = 0;    // index among the pipeline's operands
   bool aliased = false;   // writeback: revisits are allowed
+  int64_t pipeline = 0;   // the pipeline's id (PipelineAttr::id)
   bool operator==(const BlockCopyAttr&) const = default;
 };
 
 using Attr = std::variant<std::monostate,
                           Literal,                // constant
-                          int64_t,                // program_id, num_programs, iota: axis
+                          int64_t,                // program_id, num_programs, iota: axis; dma_wait: bytes; ...
                           std::vector<int64_t>,   // transpose: perm; reductions: axes
                           std::string,            // alloc: purpose; debug_print: format
                           ViewAttr, DotAttr, PipelineAttr, BlockCopyAttr>;

@@ -45,7 +45,8 @@ std::string attr_str(const Attr& attr) {
     std::string operator()(const PipelineAttr& p) const {
       std::vector<std::string_view> sem;
       for (DimSemantics s : p.semantics) sem.push_back(dim_semantics_name(s));
-      std::string s = fmt::format("grid={} semantics=[{}]", ints_str(p.grid), fmt::join(sem, ", "));
+      std::string s = p.id > 0 ? fmt::format("#{} ", p.id) : std::string();
+      s += fmt::format("grid={} semantics=[{}]", ints_str(p.grid), fmt::join(sem, ", "));
       for (const PipelineOperand& o : p.operands) {
         s += fmt::format(" {{\"{}\"", o.name);
         if (o.windowed) {
@@ -53,6 +54,7 @@ std::string attr_str(const Attr& attr) {
           for (size_t i = 0; i < o.block.size(); ++i)
             dims.push_back(o.squeezed[i] ? std::string("squeezed") : fmt::format("{}", o.block[i]));
           s += fmt::format(" block=[{}] {}", fmt::join(dims, ", "), memory_space_name(o.space));
+          if (o.buffers > 1) s += fmt::format(" buffers={}", o.buffers);
         } else {
           s += " whole";
         }
@@ -62,7 +64,8 @@ std::string attr_str(const Attr& attr) {
       return s;
     }
     std::string operator()(const BlockCopyAttr& b) const {
-      return fmt::format("\"{}\"{}", b.name, b.aliased ? " aliased" : "");
+      return fmt::format("\"{}\"{}{}", b.name, b.pipeline > 0 ? fmt::format(" #{}", b.pipeline) : "",
+                         b.aliased ? " aliased" : "");
     }
   };
   return std::visit(Visitor{}, attr);
@@ -253,10 +256,22 @@ class Printer {
       }
       case OpKind::FetchBlock:
       case OpKind::WritebackBlock:
+      {
+        const size_t starts_end = 2 + fn_.type(o.operands[0]).shape.size();
         out_ += fmt::format("{} {} {} -> {} at [{}]", mnemonic(o.kind), attr_str(o.attr), use(o.operands[0]),
-                            use(o.operands[1]), uses(o.operands, 2));
+                            use(o.operands[1]), uses(o.operands, 2, starts_end));
+        if (o.operands.size() > starts_end) out_ += fmt::format(" signal {}", use(o.operands[starts_end]));
         end_line(o);
         return;
+      }
+      case OpKind::GridPoint: {
+        const int64_t depth = std::get<int64_t>(o.attr);
+        out_ += "grid_point";
+        if (!o.operands.empty()) out_ += " " + uses(o.operands);
+        if (depth > 0) out_ += fmt::format(" depth={}", depth);
+        end_line(o);
+        return;
+      }
       case OpKind::BlockView:
         out_ += fmt::format("{}block_view {} {} at [{}] : {}", results, attr_str(o.attr), use(o.operands[0]),
                             uses(o.operands, 1), type_str(fn_.type(o.results[0])));
@@ -275,6 +290,8 @@ class Printer {
         case OpKind::NumPrograms:
         case OpKind::Iota: key = "axis="; break;
         case OpKind::Transpose: key = "perm="; break;
+        case OpKind::DmaWait: key = "bytes="; break;
+        case OpKind::PipelineBegin: key = "#"; break;
         case OpKind::ReduceSum:
         case OpKind::ReduceMax:
         case OpKind::ReduceMin: key = "axes="; break;

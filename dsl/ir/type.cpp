@@ -24,6 +24,7 @@ std::string_view memory_space_name(MemorySpace s) {
     case MemorySpace::HBM: return "hbm";
     case MemorySpace::VMEM: return "vmem";
     case MemorySpace::SMEM: return "smem";
+    case MemorySpace::SEMAPHORE: return "semaphore";
   }
   return "?";
 }

@@ -27,9 +27,10 @@ enum class MemorySpace : uint8_t {
   HBM,   // device memory; reachable only by DMA
   VMEM,  // per-core vector memory: the default for blocks; loaded and stored directly
   SMEM,  // per-core scalar memory: scalar loads and stores only
+  SEMAPHORE,  // per-core semaphores (dtype sem or dma_sem): signalled, waited and read, never loaded
 };
 
-std::string_view memory_space_name(MemorySpace s);  // "any", "hbm", "vmem", "smem"
+std::string_view memory_space_name(MemorySpace s);  // "any", "hbm", "vmem", "smem", "semaphore"
 // ANY and HBM hold arrays that kernels may reach only through copies.
 inline bool is_dma_only(MemorySpace s) { return s == MemorySpace::ANY || s == MemorySpace::HBM; }
 

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "dsl/ir/printer.h"
@@ -86,6 +87,14 @@ class Verifier {
       const Type& ty = t(o.operands[i]);
       check(ty.is_scalar() && is_int(ty.dtype), id, fmt::format("operand {} must be an integer scalar, got {}", i, type_str(ty)));
     }
+  }
+
+  // Operand i must be one semaphore (a rank-0 ref in SEMAPHORE) of `kind` (either kind when unset).
+  void expect_semaphore(OpId id, size_t i, std::optional<DType> kind) {
+    const Type& s = t(fn_.ops[id].operands.at(i));
+    check(s.is_ref() && s.space == MemorySpace::SEMAPHORE && s.shape.empty() && is_semaphore(s.dtype), id,
+          fmt::format("operand {} must be one semaphore, got {}", i, type_str(s)));
+    if (kind) check(s.dtype == *kind, id, fmt::format("operand {} must be a {} semaphore", i, dtype_name(*kind)));
   }
 
   void op(OpId id) {
@@ -256,6 +265,43 @@ class Verifier {
       case OpKind::Alloc:
         expect_counts(id, 0, 1);
         check(result(0).is_ref(), id, "alloc produces a ref");
+        check(is_semaphore(result(0).dtype) == (result(0).space == MemorySpace::SEMAPHORE), id,
+              "semaphores (and only they) live in memory space SEMAPHORE");
+        return;
+      case OpKind::Scope: {
+        check(o.operands.empty() && o.regions.size() == 1 && fn_.regions[o.regions[0]].args.empty(), id,
+              "scope takes no operands and one region without arguments");
+        const Op* y = yield_of(o.regions[0]);
+        check(y && y->operands.size() == o.results.size(), id, "the body must yield one value per result");
+        for (size_t i = 0; i < o.results.size(); ++i)
+          check(t(y->operands[i]) == result(i) && result(i).is_tensor(), id, "the body yields a value of the wrong type");
+        return;
+      }
+      case OpKind::DmaStart: {
+        expect_counts(id, 3, 0);
+        const Type& src = t(o.operands[0]);
+        const Type& dst = t(o.operands[1]);
+        check(src.is_ref() && dst.is_ref() && src.shape == dst.shape && src.dtype == dst.dtype, id,
+              "source and destination must be refs of one shape and dtype");
+        check(src.space != MemorySpace::SEMAPHORE && dst.space != MemorySpace::SEMAPHORE, id, "semaphores are not copied");
+        expect_semaphore(id, 2, DType::dma_sem);
+        return;
+      }
+      case OpKind::DmaWait:
+        expect_counts(id, 1, 0);
+        expect_semaphore(id, 0, DType::dma_sem);
+        check(std::holds_alternative<int64_t>(o.attr) && std::get<int64_t>(o.attr) >= 0, id, "needs a byte count >= 0");
+        return;
+      case OpKind::SemaphoreSignal:
+      case OpKind::SemaphoreWait:
+        expect_counts(id, 2, 0);
+        expect_semaphore(id, 0, DType::sem);
+        check(t(o.operands[1]) == Type::scalar(DType::i32), id, "the amount must be an i32 scalar");
+        return;
+      case OpKind::SemaphoreRead:
+        expect_counts(id, 1, 1);
+        expect_semaphore(id, 0, std::nullopt);
+        check(result(0) == Type::scalar(DType::i32), id, "the result is an i32 scalar");
         return;
       case OpKind::View: {
         const Type& r = t(o.operands.at(0));
@@ -276,7 +322,7 @@ class Verifier {
         check(!o.operands.empty() && o.operands.size() <= 3 && o.results.size() == 1, id, "load takes ref [, mask [, other]]");
         const Type& r = t(o.operands[0]);
         check(r.is_ref() && result(0) == r.value_type(), id, "result must be the ref's value type");
-        check(!is_dma_only(r.space), id, "ANY/HBM refs cannot be loaded");
+        check(!is_dma_only(r.space) && r.space != MemorySpace::SEMAPHORE, id, "ANY/HBM refs and semaphores cannot be loaded");
         if (o.operands.size() > 1) check(t(o.operands[1]) == Type::tensor(DType::i1, r.shape), id, "mask must be i1 of the ref shape");
         if (o.operands.size() > 2) check(t(o.operands[2]) == r.value_type(), id, "other must have the ref's value type");
         return;
@@ -286,7 +332,7 @@ class Verifier {
         check(o.results.empty(), id, "store has no results");
         const Type& r = t(o.operands[0]);
         check(r.is_ref() && t(o.operands[1]) == r.value_type(), id, "value must have the ref's value type");
-        check(!is_dma_only(r.space), id, "ANY/HBM refs cannot be stored to");
+        check(!is_dma_only(r.space) && r.space != MemorySpace::SEMAPHORE, id, "ANY/HBM refs and semaphores cannot be stored to");
         if (o.operands.size() > 2) check(t(o.operands[2]) == Type::tensor(DType::i1, r.shape), id, "mask must be i1 of the ref shape");
         return;
       }
@@ -345,6 +391,8 @@ class Verifier {
           }
           check(po.block.size() == arr.shape.size() && po.squeezed.size() == arr.shape.size(), id,
                 "block rank must equal the array rank");
+          check(po.buffers >= 1 && (!po.is_output || po.buffers <= 2), id,
+                "an operand has 1 or more block buffers, an output at most 2");
           Shape visible;
           for (size_t d = 0; d < po.block.size(); ++d)
             if (!po.squeezed[d]) visible.push_back(po.block[d]);
@@ -360,8 +408,13 @@ class Verifier {
         }
         return;
       }
+      case OpKind::PipelineBegin:
+        expect_counts(id, 0, 0);
+        check(std::holds_alternative<int64_t>(o.attr) && std::get<int64_t>(o.attr) > 0, id, "needs a pipeline number > 0");
+        return;
       case OpKind::GridPoint:
         check(o.results.empty(), id, "grid_point has no results");
+        check(std::holds_alternative<int64_t>(o.attr) && std::get<int64_t>(o.attr) >= 0, id, "needs a depth >= 0");
         expect_index_scalars(id, 0, o.operands.size());
         return;
       case OpKind::FetchBlock:
@@ -371,9 +424,12 @@ class Verifier {
         const Type& b = t(o.operands[1]);
         check(a.is_ref() && b.is_ref() && a.dtype == b.dtype && a.rank() == b.rank(), id,
               "source and destination must be refs of one dtype and rank");
-        check(o.operands.size() == 2 + static_cast<size_t>(a.rank()), id, "one start per dim");
+        const size_t starts_end = 2 + static_cast<size_t>(a.rank());
+        check(o.operands.size() == starts_end || o.operands.size() == starts_end + 1, id,
+              "one start per dim, then an optional semaphore");
         check(std::holds_alternative<BlockCopyAttr>(o.attr), id, "needs a block copy attribute");
-        expect_index_scalars(id, 2, o.operands.size());
+        expect_index_scalars(id, 2, starts_end);
+        if (o.operands.size() > starts_end) expect_semaphore(id, starts_end, DType::dma_sem);
         return;
       }
       case OpKind::BlockView: {

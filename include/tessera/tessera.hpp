@@ -7,16 +7,23 @@
 // over a grid of blocks. See README.md for the tour and DESIGN.md for the semantics.
 #pragma once
 
+#include "dsl/async_copy.h"
 #include "dsl/control.h"
+#include "dsl/emit_pipeline.h"
 #include "dsl/pallas_call.h"
 #include "dsl/ref.h"
+#include "dsl/run_scoped.h"
+#include "dsl/semaphores.h"
 #include "dsl/specs.h"
 #include "dsl/value.h"
 #include "runtime/array.h"
+#include "runtime/dma_engine.h"
 #include "runtime/launch.h"
 #include "runtime/thread_pool.h"
 
 namespace tessera {
 // Where pl::debug_print output goes (stdout by default).
 using rt::set_debug_print_sink;
+// Whether compiled kernels run their copies on a DMA worker thread (default: eagerly, when started).
+using rt::set_dma_worker;
 }  // namespace tessera

@@ -100,11 +100,34 @@ inline ir::Function kernel_with_every_op() {
   // The lowered forms of a pipeline's pieces.
   ValueId buf = b.create_value(OpKind::Alloc, {}, Type::ref(DType::f32, {8, 8}, MemorySpace::VMEM), std::string("input 0 block"), {});
   ValueId z = b.create_value(OpKind::Constant, {}, s(DType::i32), Literal::of_int(0), {});
-  b.create(OpKind::GridPoint, {z}, {}, {}, {});
+  b.create(OpKind::GridPoint, {z}, {}, int64_t{0}, {});
   b.create(OpKind::FetchBlock, {x, buf, z, z}, {}, BlockCopyAttr{"input 0", 0, false}, {});
   b.create_value(OpKind::BlockView, {x, z, z}, Type::ref(DType::f32, {8, 8}, MemorySpace::VMEM),
                  BlockCopyAttr{"input 0", 0, false}, {});
   b.create(OpKind::WritebackBlock, {buf, o, z, z}, {}, BlockCopyAttr{"output 0", 1, true}, {});
+  // A nested pipeline's pieces: its begin, a step, an asynchronous block copy and its wait.
+  ValueId dsems = b.create_value(OpKind::Alloc, {}, Type::ref(DType::dma_sem, {2}, MemorySpace::SEMAPHORE),
+                                 std::string("copies"), {});
+  ValueId dsem = b.create_value(OpKind::View, {dsems, z}, Type::ref(DType::dma_sem, {}, MemorySpace::SEMAPHORE),
+                                ViewAttr{{ViewDim{true, 1, 1}}}, {});
+  b.create(OpKind::PipelineBegin, {}, {}, int64_t{1}, {});
+  b.create(OpKind::GridPoint, {z, z}, {}, int64_t{1}, {});
+  b.create(OpKind::FetchBlock, {x, buf, z, z, dsem}, {}, BlockCopyAttr{"input 0", 0, false, 1}, {});
+  b.create(OpKind::DmaWait, {dsem}, {}, int64_t{256}, {});
+  // run_scoped with a semaphore, a copy and semaphore traffic.
+  RegionId scope = b.create_region({});
+  {
+    Builder::RegionScope sc(b, scope);
+    ValueId sem = b.create_value(OpKind::Alloc, {}, Type::ref(DType::sem, {}, MemorySpace::SEMAPHORE), std::string("sem"), {});
+    ValueId one = b.create_value(OpKind::Constant, {}, s(DType::i32), Literal::of_int(1), {});
+    b.create(OpKind::DmaStart, {x, o, dsem}, {}, {}, {});
+    b.create(OpKind::DmaWait, {dsem}, {}, int64_t{512}, {});
+    b.create(OpKind::SemaphoreSignal, {sem, one}, {}, {}, {});
+    ValueId count = b.create_value(OpKind::SemaphoreRead, {sem}, s(DType::i32), {}, {});
+    b.create(OpKind::SemaphoreWait, {sem, count}, {}, {}, {});
+    b.create(OpKind::Yield, {count}, {}, {}, {});
+  }
+  b.create(OpKind::Scope, {}, {s(DType::i32)}, {}, {}, {scope});
   return fn;
 }
 

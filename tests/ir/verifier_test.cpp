@@ -65,7 +65,7 @@ TEST_SUITE("ir") {
     Builder b(fn, "k");
     ValueId any = b.add_param(Type::ref(DType::f32, {4}, MemorySpace::ANY));
     b.create_value(OpKind::Load, {any}, Type::tensor(DType::f32, {4}), {}, {});
-    CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains("ANY/HBM refs cannot be loaded"), InternalError);
+    CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains("ANY/HBM refs and semaphores cannot be loaded"), InternalError);
 
     Function fn2;
     Builder b2(fn2, "k");

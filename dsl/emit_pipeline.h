@@ -1,0 +1,78 @@
+// pl::emit_pipeline: a pipeline over HBM refs inside a kernel (pltpu.emit_pipeline).
+//
+//   pl::emit_pipeline(
+//       [&](pl::Ref x, pl::Ref w, pl::Ref o) { o() = ...; },
+//       {.grid = {m / bm, n / bn}, .in_specs = {...}, .out_specs = {...}})(x_hbm, w_hbm, o_hbm);
+//
+// The body runs once per step of the inner grid with VMEM blocks of the refs, exactly as a
+// pallas_call body runs over its grid: inputs are fetched when their block index changes, outputs
+// written back when it changes next (or at the last step), and program_id / num_programs in the body
+// and in the index maps refer to the inner grid. Each input has two block buffers by default, so the
+// next block is fetched while the body works on the current one; pl::Buffered(n) in a BlockSpec asks
+// for n (outputs: at most 2). It shares pallas_call's pipeline implementation.
+//
+// Front-end layer (dsl/).
+#pragma once
+
+#include <functional>
+#include <source_location>
+#include <type_traits>
+#include <vector>
+
+#include "dsl/signature.h"
+#include "dsl/specs.h"
+
+namespace tessera {
+
+// What emit_pipeline is given (its Python keyword arguments).
+struct PipelineSpec {
+  std::vector<int64_t> grid;
+  std::vector<BlockSpec> in_specs;
+  std::vector<BlockSpec> out_specs;
+  // One per grid dim; recorded for tools (the inner grid runs in order on its core).
+  std::vector<DimensionSemantics> dimension_semantics;
+};
+
+namespace detail {
+void emit_pipeline_impl(const PipelineSpec& spec, int body_arity, const std::function<void(std::vector<Ref>&)>& body,
+                        const std::vector<Ref>& refs, SourceLoc loc);
+}  // namespace detail
+
+// The pipeline emit_pipeline returns; calling it with the refs (inputs, then outputs) traces it.
+class EmittedPipeline {
+ public:
+  EmittedPipeline(PipelineSpec spec, int arity, std::function<void(std::vector<Ref>&)> body, SourceLoc loc)
+      : spec_(std::move(spec)), arity_(arity), body_(std::move(body)), loc_(loc) {}
+
+  template <class... R>
+    requires(std::is_convertible_v<const R&, const Ref&> && ...)
+  void operator()(const R&... refs) const {
+    detail::emit_pipeline_impl(spec_, arity_, body_, {refs...}, loc_);
+  }
+  void operator()(const std::vector<Ref>& refs) const { detail::emit_pipeline_impl(spec_, arity_, body_, refs, loc_); }
+
+ private:
+  PipelineSpec spec_;
+  int arity_;
+  std::function<void(std::vector<Ref>&)> body_;
+  SourceLoc loc_;
+};
+
+template <class F>
+EmittedPipeline emit_pipeline(F&& body, PipelineSpec spec, std::source_location loc = std::source_location::current()) {
+  using B = std::decay_t<F>;
+  constexpr int n = detail::arity_of<B, Ref>();
+  static_assert(n >= 0, "tessera: an emit_pipeline body takes one pl::Ref per input and output block: "
+                        "[&](pl::Ref x, pl::Ref o) { ... }");
+  if constexpr (n >= 0) {
+    using R = decltype(detail::invoke_n<n>(std::declval<B&>(), std::declval<std::vector<Ref>&>()));
+    static_assert(std::is_void_v<R>, "tessera: an emit_pipeline body returns void: it writes its output blocks");
+    return EmittedPipeline(std::move(spec), n,
+                           [b = B(std::forward<F>(body))](std::vector<Ref>& refs) mutable { detail::invoke_n<n>(b, refs); },
+                           loc);
+  } else {
+    return EmittedPipeline(std::move(spec), -1, {}, loc);
+  }
+}
+
+}  // namespace tessera

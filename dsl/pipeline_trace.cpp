@@ -1,0 +1,155 @@
+#include "dsl/pipeline_trace.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace tessera::detail {
+
+using ir::OpKind;
+
+void PipelineContext::fail(std::string problem, std::string given, std::string fix, SourceLoc at) const {
+  throw UserError(fmt::format("{}: {}", what, problem), std::move(given), std::move(fix), at);
+}
+
+ir::PipelineOperand pipeline_operand(const PipelineContext& pc, const BlockSpec& spec, const Shape& shape,
+                                     const std::string& name, bool output, bool aliased) {
+  ir::PipelineOperand po;
+  po.name = name;
+  po.is_output = output;
+  po.aliased = aliased;
+  const MemorySpace space = spec.memory_space().value_or(MemorySpace::VMEM);
+  const SourceLoc loc = spec.loc().known() ? spec.loc() : pc.loc;
+  po.loc = loc;
+  if (is_dma_only(space)) {
+    if (spec.block_shape() || spec.index_map())
+      pc.fail(fmt::format("{} is in memory space {}, which is passed whole", name, space == MemorySpace::ANY ? "ANY" : "HBM"),
+              "a BlockSpec with both a block shape and memory space ANY/HBM",
+              "drop the block shape (pl::BlockSpec(pl::ANY)) and copy windows yourself, or use a VMEM block", loc);
+    po.windowed = false;
+    po.space = space;
+    return po;
+  }
+  if (space == MemorySpace::SEMAPHORE)
+    pc.fail(fmt::format("{} cannot be blocked into semaphore memory", name), "a BlockSpec in memory space SEMAPHORE",
+            "use VMEM (the default) or SMEM blocks; semaphores are scratch (pl::SemaphoreType)", loc);
+  po.space = space;
+  po.buffers = spec.buffer_count().value_or(pc.default_buffers);
+  if (po.buffers < 1 || (output && po.buffers > 2))
+    pc.fail(fmt::format("{} asks for {} block buffers", name, po.buffers),
+            fmt::format("pl::Buffered({}) on {}", po.buffers, output ? "an output" : "an input"),
+            output ? "use pl::Buffered(1) or pl::Buffered(2) for outputs: one block is written back while the next is "
+                     "computed"
+                   : "use pl::Buffered(n) with n >= 1",
+            loc);
+  if (!spec.block_shape()) {
+    po.block = shape;
+    po.squeezed.assign(shape.size(), false);
+    return po;
+  }
+  const auto& bs = *spec.block_shape();
+  if (bs.size() != shape.size())
+    pc.fail(fmt::format("the block shape of {} has another rank than the array", name),
+            fmt::format("block of {} dims for an array of shape {}", bs.size(), shape_tuple_str(shape)),
+            "give one block dim per array dim (pl::squeezed for dims the kernel should not see)", loc);
+  for (size_t d = 0; d < bs.size(); ++d) {
+    if (!bs[d].is_squeezed && bs[d].size <= 0)
+      pc.fail(fmt::format("block dims of {} must be positive", name),
+              fmt::format("block dim {} is {} (array shape {})", d, bs[d].size, shape_tuple_str(shape)),
+              "use sizes >= 1, or pl::squeezed", loc);
+    po.block.push_back(bs[d].size);
+    po.squeezed.push_back(bs[d].is_squeezed);
+  }
+  return po;
+}
+
+namespace {
+
+ir::RegionId trace_index_map(TraceContext& ctx, const PipelineContext& pc, const BlockSpec& spec,
+                             const ir::PipelineOperand& po) {
+  const size_t rank = pc.grid.size();
+  const SourceLoc loc = spec.loc().known() ? spec.loc() : pc.loc;
+  ir::RegionId r = ctx.builder().create_region(std::vector<Type>(rank, Type::scalar(DType::i32)));
+  TraceContext::Scope scope(ctx, r, fmt::format("the index map of {}", po.name));
+  ctx.grids.push_back(pc.grid);
+  const std::vector<ir::ValueId> args = ctx.builder().function().regions[r].args;  // a copy: tracing adds regions
+  std::vector<ir::ValueId> yielded;
+  if (!spec.index_map()) {
+    for (size_t d = 0; d < po.block.size(); ++d)
+      yielded.push_back(constant(ctx, ir::Literal::of_int(0), Type::scalar(DType::i32), loc).id());
+  } else {
+    const IndexMap& map = *spec.index_map();
+    const int expected = static_cast<int>(rank + pc.prefetch.size());
+    if (map.arity != expected)
+      pc.fail(fmt::format("the index map of {} takes {} parameter(s), but the call passes {}", po.name, map.arity, expected),
+              fmt::format("{} grid index(es) and {} scalar-prefetch ref(s)", rank, pc.prefetch.size()),
+              pc.prefetch.empty() ? "take one pl::Value per grid dim"
+                                  : "take one pl::Value per grid dim, then one pl::Ref per scalar-prefetch operand",
+              loc);
+    std::vector<IndexArg> margs;
+    for (size_t d = 0; d < rank; ++d) margs.emplace_back(Value::wrap(ctx, args[d]), static_cast<int>(d), loc);
+    for (size_t k = 0; k < pc.prefetch.size(); ++k) margs.emplace_back(pc.prefetch[k], static_cast<int>(rank + k), loc);
+    std::vector<Operand> result = map.fn(margs);
+    if (result.size() != po.block.size())
+      pc.fail(fmt::format("the index map of {} returns {} index(es) for an array of rank {}", po.name, result.size(),
+                          po.block.size()),
+              fmt::format("block shape ({})", fmt::join(po.block, ", ")),
+              "return one block index per array dim with pl::idx(...)", loc);
+    for (size_t d = 0; d < result.size(); ++d) {
+      const Operand& o = result[d];
+      if (o.is_literal() && o.literal().is_float)
+        pc.fail(fmt::format("the index map of {} returns a float index", po.name),
+                fmt::format("{} at position {}", o.literal().f, d), "return integer block indices", loc);
+      Value v = o.materialize(DType::i32);
+      if (!v.is_scalar() || !is_int(v.dtype()))
+        pc.fail(fmt::format("the index map of {} must return integer scalars", po.name),
+                fmt::format("{} at position {}", describe(v), d), "return i32 scalars (e.g. grid indices, ids[i])", loc);
+      v = cast_to(v, DType::i32, loc);
+      ctx.check_visible(v.id(), "an index map", loc);
+      yielded.push_back(v.id());
+    }
+  }
+  ctx.builder().create(OpKind::Yield, yielded, {}, {}, loc);
+  ctx.grids.pop_back();
+  return r;
+}
+
+}  // namespace
+
+void trace_pipeline(TraceContext& ctx, const PipelineContext& pc, ir::PipelineAttr attr,
+                    const std::vector<const BlockSpec*>& specs, ir::ValueId lo, ir::ValueId hi,
+                    const std::vector<ir::ValueId>& arrays, const std::function<void(std::vector<Ref>&)>& body) {
+  std::vector<ir::RegionId> regions;
+  for (size_t k = 0; k < attr.operands.size(); ++k)
+    if (attr.operands[k].windowed) regions.push_back(trace_index_map(ctx, pc, *specs[k], attr.operands[k]));
+
+  std::vector<Type> body_types;
+  std::vector<std::string> body_names;
+  for (size_t k = 0; k < attr.operands.size(); ++k) {
+    const ir::PipelineOperand& po = attr.operands[k];
+    const Type& at = ctx.type(arrays[k]);
+    if (!po.windowed) {
+      body_types.push_back(at);
+    } else {
+      Shape visible;
+      for (size_t d = 0; d < po.block.size(); ++d)
+        if (!po.squeezed[d]) visible.push_back(po.block[d]);
+      body_types.push_back(Type::ref(at.dtype, visible, po.space));
+    }
+    body_names.push_back(po.windowed ? po.name + " block" : po.name);
+  }
+  ir::RegionId region = ctx.builder().create_region(body_types, body_names);
+  {
+    TraceContext::Scope scope(ctx, region, attr.id > 0 ? "an emit_pipeline body" : "the kernel body");
+    ctx.grids.push_back(pc.grid);
+    std::vector<Ref> refs;
+    for (ir::ValueId a : ctx.builder().function().regions[region].args) refs.push_back(Ref::wrap(ctx, a));
+    body(refs);
+    ctx.grids.pop_back();
+  }
+  regions.push_back(region);
+  std::vector<ir::ValueId> operands{lo, hi};
+  operands.insert(operands.end(), arrays.begin(), arrays.end());
+  ctx.emit(OpKind::Pipeline, operands, {}, std::move(attr), pc.loc, regions);
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,37 @@
+// Tracing a pipeline: the blocked operands, index maps and body of pallas_call's grid and of
+// pl::emit_pipeline, which both become one `pipeline` op (expanded later by one pass, DESIGN.md §4).
+//
+// Front-end layer (dsl/), internal.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dsl/specs.h"
+#include "dsl/trace.h"
+
+namespace tessera::detail {
+
+// What a pipeline is traced for.
+struct PipelineContext {
+  std::string what;                          // "pallas_call `matmul`", "pl::emit_pipeline": prefixes errors
+  SourceLoc loc;                             // the call, blamed when a spec has no location of its own
+  std::vector<int64_t> grid;
+  std::vector<Ref> prefetch;                 // scalar-prefetch refs every index map receives after the grid indices
+  int64_t default_buffers = 1;               // block buffers when a spec sets no pipeline mode
+
+  [[noreturn]] void fail(std::string problem, std::string given, std::string fix, SourceLoc at) const;
+};
+
+// How the operand `name` of `shape` reaches the body, from its BlockSpec.
+ir::PipelineOperand pipeline_operand(const PipelineContext& pc, const BlockSpec& spec, const Shape& shape,
+                                     const std::string& name, bool output, bool aliased);
+
+// Traces one index map per windowed operand, then the body (called with one ref per operand: its
+// block, or the array itself when unwindowed), and emits the pipeline op over steps [lo, hi).
+void trace_pipeline(TraceContext& ctx, const PipelineContext& pc, ir::PipelineAttr attr,
+                    const std::vector<const BlockSpec*>& specs, ir::ValueId lo, ir::ValueId hi,
+                    const std::vector<ir::ValueId>& arrays, const std::function<void(std::vector<Ref>&)>& body);
+
+}  // namespace tessera::detail

@@ -1,0 +1,291 @@
+#include "runtime/dma_engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "runtime/env.h"
+#include "runtime/memory.h"
+
+namespace tessera::rt {
+
+namespace {
+
+// Semaphores are touched through atomic_ref: in the worker mode the worker thread signals them
+// while the core reads and waits.
+std::atomic_ref<int64_t> counter(int64_t* sem) { return std::atomic_ref<int64_t>(*sem); }
+int64_t value_of(const int64_t* sem) { return std::atomic_ref<int64_t>(*const_cast<int64_t*>(sem)).load(); }
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+bool overlaps(const std::byte* a_lo, const std::byte* a_hi, const std::byte* b_lo, const std::byte* b_hi) {
+  return a_lo < b_hi && b_lo < a_hi;
+}
+
+std::atomic<bool> g_worker{env::get("TESSERA_DMA").value_or("") == "worker"};
+
+}  // namespace
+
+struct DmaEngine::Shared {
+  std::mutex mutex;
+  std::condition_variable done;
+  std::vector<int64_t*> in_flight;  // the semaphores of the copies on the worker, one entry per copy
+  std::optional<std::string> failure;
+};
+
+// The thread that runs copies in the worker mode, for every core of the process in the order they
+// were started. Never destroyed: it may be busy while the process exits.
+class DmaWorker {
+ public:
+  static DmaWorker& get() {
+    static DmaWorker* worker = new DmaWorker();
+    return *worker;
+  }
+
+  void post(DmaEngine* engine, DmaEngine::Copy copy) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.emplace_back(engine, std::move(copy));
+    }
+    ready_.notify_one();
+  }
+
+ private:
+  DmaWorker() : thread_([this] { run(); }) { thread_.detach(); }
+
+  void run() {
+    for (;;) {
+      std::pair<DmaEngine*, DmaEngine::Copy> job;
+      {
+        std::unique_lock lock(mutex_);
+        ready_.wait(lock, [&] { return !queue_.empty(); });
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      auto& [engine, copy] = job;
+      std::optional<std::string> failure;
+      try {
+        copy.move();
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+      DmaEngine::Shared& shared = *engine->shared_;
+      std::lock_guard lock(shared.mutex);
+      if (failure && !shared.failure) shared.failure = std::move(failure);
+      if (!failure) counter(copy.sem).fetch_add(copy.bytes);
+      shared.in_flight.erase(std::find(shared.in_flight.begin(), shared.in_flight.end(), copy.sem));
+      // Notified under the lock: once it is released the engine may be gone.
+      shared.done.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::pair<DmaEngine*, DmaEngine::Copy>> queue_;
+  std::thread thread_;
+};
+
+void set_dma_worker(bool on) { g_worker.store(on); }
+bool dma_worker() { return g_worker.load(std::memory_order_relaxed); }
+
+bool DmaEngine::Copy::touches(const std::byte* lo, const std::byte* hi) const {
+  const auto* s = reinterpret_cast<const std::byte*>(sem);
+  return overlaps(src_lo, src_hi, lo, hi) || overlaps(dst_lo, dst_hi, lo, hi) || (s >= lo && s < hi);
+}
+
+DmaEngine::Copy window_copy(std::byte* dst, std::vector<int64_t> dst_strides, const std::byte* src,
+                            std::vector<int64_t> src_strides, std::vector<int64_t> shape, int64_t es, int64_t* sem) {
+  // Strides are positive, so a window spans from its base to its last element.
+  auto extent = [&](const std::vector<int64_t>& strides) {
+    int64_t last = 0;
+    for (size_t d = 0; d < shape.size(); ++d) last += (shape[d] - 1) * strides[d];
+    return (last + 1) * es;
+  };
+  DmaEngine::Copy c;
+  c.sem = sem;
+  c.bytes = num_elements(shape) * es;
+  if (c.bytes > 0) {
+    c.src_lo = src;
+    c.src_hi = src + extent(src_strides);
+    c.dst_lo = dst;
+    c.dst_hi = dst + extent(dst_strides);
+  }
+  c.move = [=, dst_strides = std::move(dst_strides), src_strides = std::move(src_strides), shape = std::move(shape)] {
+    copy_box(dst, dst_strides, src, src_strides, shape, es);
+  };
+  return c;
+}
+
+DmaEngine::DmaEngine() = default;
+DmaEngine::~DmaEngine() { stop(); }
+
+void DmaEngine::configure(DmaMode mode, uint64_t seed) {
+  mode_ = mode;
+  seed_ = seed;
+  if (mode == DmaMode::worker && !shared_) shared_ = std::make_unique<Shared>();
+}
+
+void DmaEngine::add_semaphores(const int64_t* base, int64_t count, DType kind, std::string name, bool kernel_lifetime) {
+  std::erase_if(named_, [&](const Named& n) { return n.base == base; });
+  named_.push_back(Named{base, count, kind, std::move(name), kernel_lifetime});
+}
+
+const DmaEngine::Named* DmaEngine::find(const int64_t* sem) const {
+  for (const Named& n : named_)
+    if (sem >= n.base && sem < n.base + n.count) return &n;
+  return nullptr;
+}
+
+std::string DmaEngine::describe(const int64_t* sem) const {
+  const Named* n = find(sem);
+  if (!n) return "a semaphore";
+  const std::string kind = n->kind == DType::dma_sem ? "DMA semaphore" : "semaphore";
+  if (n->count == 1) return fmt::format("{} `{}`", kind, n->name);
+  return fmt::format("{} `{}`[{}]", kind, n->name, sem - n->base);
+}
+
+void DmaEngine::apply(Copy& copy) {
+  copy.move();
+  counter(copy.sem).fetch_add(copy.bytes);
+}
+
+void DmaEngine::start(Copy copy) {
+  switch (mode_) {
+    case DmaMode::eager: apply(copy); return;
+    case DmaMode::on_wait: pending_.push_back(std::move(copy)); return;
+    case DmaMode::worker: {
+      {
+        std::lock_guard lock(shared_->mutex);
+        if (shared_->failure) throw Fault(*shared_->failure);
+        shared_->in_flight.push_back(copy.sem);
+      }
+      DmaWorker::get().post(this, std::move(copy));
+      return;
+    }
+  }
+}
+
+void DmaEngine::signal(int64_t* sem, int64_t inc) {
+  if (inc < 0)
+    throw Fault(fmt::format("semaphore_signal of {} by {}: a signal adds a non-negative amount (wait to take some away)",
+                            describe(sem), inc));
+  counter(sem).fetch_add(inc);
+}
+
+int64_t DmaEngine::read(const int64_t* sem) { return value_of(sem); }
+
+void DmaEngine::wait(int64_t* sem, int64_t value, bool dma, SourceLoc loc) {
+  if (value < 0)
+    throw Fault(fmt::format("semaphore_wait on {} for {}: the value to wait for must be >= 0", describe(sem), value));
+  // Only this core subtracts from its semaphores, so once the value suffices it stays sufficient.
+  auto take = [&] {
+    if (value_of(sem) < value) return false;
+    counter(sem).fetch_sub(value);
+    return true;
+  };
+  switch (mode_) {
+    case DmaMode::eager:
+      if (!take()) deadlock(sem, value, value_of(sem), dma, loc);
+      return;
+    case DmaMode::on_wait:
+      // Complete the copies toward this semaphore one at a time, in a seeded random order.
+      while (!take()) {
+        std::vector<size_t> candidates;
+        for (size_t i = 0; i < pending_.size(); ++i)
+          if (pending_[i].sem == sem) candidates.push_back(i);
+        if (candidates.empty()) deadlock(sem, value, value_of(sem), dma, loc);
+        const size_t pick = candidates[splitmix64(seed_ ^ (draws_++ * 0x2545f4914f6cdd1dull)) % candidates.size()];
+        Copy copy = std::move(pending_[pick]);
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(pick));
+        apply(copy);
+      }
+      return;
+    case DmaMode::worker: {
+      for (int spin = 0; spin < 4096; ++spin)  // copies are short: a brief spin avoids a sleep
+        if (take()) return;
+      std::unique_lock lock(shared_->mutex);
+      for (;;) {
+        if (take()) return;
+        if (shared_->failure) throw Fault(*shared_->failure);
+        if (std::find(shared_->in_flight.begin(), shared_->in_flight.end(), sem) == shared_->in_flight.end())
+          deadlock(sem, value, value_of(sem), dma, loc);
+        shared_->done.wait(lock);
+      }
+    }
+  }
+}
+
+void DmaEngine::drain_worker() {
+  if (!shared_) return;
+  std::unique_lock lock(shared_->mutex);
+  shared_->done.wait(lock, [&] { return shared_->in_flight.empty(); });
+  if (shared_->failure) throw Fault(*shared_->failure);
+}
+
+void DmaEngine::stop() {
+  if (shared_) {
+    std::unique_lock lock(shared_->mutex);
+    shared_->done.wait(lock, [&] { return shared_->in_flight.empty(); });
+  }
+  pending_.clear();
+}
+
+void DmaEngine::release(const std::byte* lo, const std::byte* hi, bool forget) {
+  if (mode_ == DmaMode::worker) drain_worker();
+  for (size_t i = 0; i < pending_.size();) {
+    if (!pending_[i].touches(lo, hi)) {
+      ++i;
+      continue;
+    }
+    Copy copy = std::move(pending_[i]);
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    apply(copy);
+  }
+  std::optional<std::string> error;
+  for (const Named& n : named_) {
+    const auto* at = reinterpret_cast<const std::byte*>(n.base);
+    if (at < lo || at >= hi) continue;
+    for (int64_t i = 0; i < n.count && !error; ++i) {
+      const int64_t v = value_of(n.base + i);
+      if (v == 0) continue;
+      error = fmt::format(
+          "{} is {} when {}: every semaphore must be back at zero by then ({}). Wait for every copy you start "
+          "(.wait()), and wait on a regular semaphore for everything signalled to it",
+          describe(n.base + i), v, n.kernel_lifetime ? "the kernel ends" : "its run_scoped region ends",
+          n.kind == DType::dma_sem ? fmt::format("a DMA semaphore counts bytes: {} bytes of copies were never waited for", v)
+                                   : fmt::format("{} signalled that no semaphore_wait took", v));
+    }
+  }
+  if (forget)
+    std::erase_if(named_, [&](const Named& n) {
+      const auto* at = reinterpret_cast<const std::byte*>(n.base);
+      return at >= lo && at < hi;
+    });
+  if (error) throw Fault(*error);
+}
+
+void DmaEngine::deadlock(const int64_t* sem, int64_t value, int64_t have, bool dma, SourceLoc loc) const {
+  const char* what = dma ? "DMA wait" : "semaphore_wait";
+  const char* unit = dma ? " bytes" : "";
+  throw Fault(fmt::format(
+      "deadlock: this {} can never return: {} holds {}{} and the wait needs {}{}, and nothing that could raise it is "
+      "left (no copy that signals it is in flight, and on one device only this core signals its semaphores)\n"
+      "  blocked waits:\n"
+      "    {} on {} at {}: holds {} of {}{}\n"
+      "  fix: start the copy (or signal the semaphore) before waiting on it, and wait for exactly what it receives: a "
+      "copy's .wait() takes the byte count of its destination",
+      what, describe(sem), have, unit, value, unit, what, describe(sem), loc.str(), have, value, unit));
+}
+
+}  // namespace tessera::rt

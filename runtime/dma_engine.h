@@ -1,0 +1,114 @@
+// A core's semaphores and the copies (DMAs) that signal them (DESIGN.md §4.8-9).
+//
+// A semaphore is a counter in memory (int64, zero when allocated). A DMA semaphore counts bytes: a
+// copy adds its byte count when it is done, and a wait for n bytes returns once the semaphore holds
+// n and subtracts them. A regular semaphore counts signals. Every semaphore must be back at zero when
+// the region that allocated it ends (for scratch: when the kernel ends).
+//
+// When a copy happens depends on the mode, which is what lets the interpreter find missing waits:
+//   eager    the copy happens when it starts;
+//   on_wait  the copy happens only when somebody waits on its semaphore (or its memory is freed),
+//            the waiting ones in a seeded random order, so reading a destination before waiting
+//            shows stale or poisoned data;
+//   worker   the copy happens on a DMA worker thread, concurrently with the kernel.
+// A wait that nothing can satisfy (its value is short and no copy toward it is pending) is a
+// deadlock: on one device nothing else can signal a core's semaphores, so it fails at once with a
+// report instead of hanging.
+//
+// Runtime layer. Both backends call it: the interpreter directly, compiled kernels through the ABI.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dsl/ir/diagnostics.h"
+#include "dsl/ir/dtype.h"
+
+namespace tessera::rt {
+
+enum class DmaMode : uint8_t { eager, on_wait, worker };
+
+class DmaEngine {
+ public:
+  // One copy: `move` moves the data (it may throw Fault); afterwards `bytes` are added to *sem. It
+  // reads [src_lo, src_hi) and writes [dst_lo, dst_hi): freeing memory first completes the copies
+  // touching it.
+  struct Copy {
+    std::function<void()> move;
+    int64_t* sem = nullptr;
+    int64_t bytes = 0;
+    const std::byte* src_lo = nullptr;
+    const std::byte* src_hi = nullptr;
+    const std::byte* dst_lo = nullptr;
+    const std::byte* dst_hi = nullptr;
+    bool touches(const std::byte* lo, const std::byte* hi) const;
+  };
+
+  DmaEngine();
+  DmaEngine(const DmaEngine&) = delete;
+  DmaEngine& operator=(const DmaEngine&) = delete;
+  ~DmaEngine();  // stop()s
+
+  // Set before the kernel starts.
+  void configure(DmaMode mode, uint64_t seed);
+  DmaMode mode() const { return mode_; }
+
+  // Names `count` semaphores at `base` for messages, as they are allocated. `kernel_lifetime`: they
+  // live until the kernel ends (scratch), else until their run_scoped region ends.
+  void add_semaphores(const int64_t* base, int64_t count, DType kind, std::string name, bool kernel_lifetime);
+
+  void start(Copy copy);
+  void signal(int64_t* sem, int64_t inc);
+  // Waits until *sem >= value, then subtracts value. `dma`: a copy's wait, counting bytes.
+  void wait(int64_t* sem, int64_t value, bool dma, SourceLoc loc);
+  int64_t read(const int64_t* sem);
+
+  // The end of the region that allocated [lo, hi): completes the copies touching it; semaphores in
+  // it must be zero (else a Fault names the first that is not). `forget`: the memory is being freed.
+  void release(const std::byte* lo, const std::byte* hi, bool forget);
+
+  // After a failure: waits for the copies running on the worker and drops the pending ones.
+  void stop();
+
+  // "DMA semaphore `scratch 1`[3]"
+  std::string describe(const int64_t* sem) const;
+
+ private:
+  struct Named {
+    const int64_t* base;
+    int64_t count;
+    DType kind;
+    std::string name;
+    bool kernel_lifetime;
+  };
+  struct Shared;  // what the worker thread touches; made when the worker mode is used
+  friend class DmaWorker;
+
+  const Named* find(const int64_t* sem) const;
+  void apply(Copy& copy);  // moves the data and signals, on the calling thread
+  void drain_worker();     // waits until the worker finished this core's copies; rethrows their failure
+  [[noreturn]] void deadlock(const int64_t* sem, int64_t value, int64_t have, bool dma, SourceLoc loc) const;
+
+  DmaMode mode_ = DmaMode::eager;
+  uint64_t seed_ = 0;
+  uint64_t draws_ = 0;         // random choices made so far (on_wait)
+  std::vector<Named> named_;
+  std::vector<Copy> pending_;  // on_wait: started, not done
+  std::unique_ptr<Shared> shared_;
+};
+
+// A copy of the box `shape` (elements of `es` bytes) between two strided windows (strides in
+// elements), signalling `sem` with its byte count: what dma_start does.
+DmaEngine::Copy window_copy(std::byte* dst, std::vector<int64_t> dst_strides, const std::byte* src,
+                            std::vector<int64_t> src_strides, std::vector<int64_t> shape, int64_t es, int64_t* sem);
+
+// How compiled kernels run their copies: eagerly (the default) or on the DMA worker thread.
+// TESSERA_DMA=worker selects the worker at start-up.
+void set_dma_worker(bool on);
+bool dma_worker();
+
+}  // namespace tessera::rt

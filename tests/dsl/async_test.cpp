@@ -1,0 +1,265 @@
+// Copies, semaphores, run_scoped and emit_pipeline (DESIGN.md §4.7-9, 12), in both backends: every
+// case runs compiled and interpreted.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "tests/support/kernels.h"
+
+using namespace tessera;
+namespace pl = tessera;
+using doctest::Contains;
+
+namespace {
+
+pl::Array iota_rows(int64_t m, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(m * n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  return pl::Array::from_vector(v, {m, n});
+}
+
+// A naive f32 matmul of two f32 or bf16 arrays.
+pl::Array reference_matmul(const pl::Array& a, const pl::Array& b) {
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  pl::Array af = a.astype(pl::f32), bf = b.astype(pl::f32);
+  std::vector<float> out(static_cast<size_t>(m * n), 0.0f);
+  const float* pa = af.data_as<float>();
+  const float* pb = bf.data_as<float>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t j = 0; j < n; ++j) out[i * n + j] += pa[i * k + kk] * pb[kk * n + j];
+  return pl::Array::from_vector(out, {m, n});
+}
+
+}  // namespace
+
+TEST_SUITE("dsl") {
+  TEST_CASE("dma: an HBM array is copied into VMEM scratch and used after the wait") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref x_hbm, pl::Ref o, pl::Ref buf, pl::Ref sem) {
+        auto copy = pl::make_async_copy(x_hbm, buf, sem);
+        copy.start();
+        copy.wait();
+        o() = buf() * 2.0f;
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                               .scratch_shapes = {pl::VMEM({8, 16}, pl::f32), pl::SemaphoreType::DMA}},
+                                  pl::ShapeDtype({8, 16}, pl::f32), backend);
+      pl::Array x = iota_rows(8, 16);
+      pl::Array out = call(x);
+      for (int64_t i = 0; i < 8; ++i)
+        for (int64_t j = 0; j < 16; ++j) CHECK(out.at<float>({i, j}) == 2.0f * x.at<float>({i, j}));
+    });
+  }
+
+  TEST_CASE("dma: windows on both sides, HBM to HBM, and an array of semaphores indexed dynamically") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      // Reverse the order of 4 row chunks of an HBM array straight into an HBM output.
+      auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref sems) {
+        pl::loop(0, 4, [&](pl::Value c) {
+          pl::async_copy(x.at(pl::ds(c * 2, 2), pl::all), o.at(pl::ds((3 - c) * 2, 2), pl::all), sems.at(c));
+        });
+        pl::loop(0, 4, [&](pl::Value c) {
+          pl::make_async_copy(x.at(pl::ds(0, 2), pl::all), o.at(pl::ds(0, 2), pl::all), sems.at(c)).wait();
+        });
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                               .out_specs = {pl::BlockSpec(pl::ANY)},
+                                               .scratch_shapes = {pl::SemaphoreType::DMA({4})}},
+                                  pl::ShapeDtype({8, 3}, pl::f32), backend);
+      pl::Array x = iota_rows(8, 3);
+      pl::Array out = call(x);
+      for (int64_t c = 0; c < 4; ++c)
+        for (int64_t r = 0; r < 2; ++r)
+          for (int64_t j = 0; j < 3; ++j) CHECK(out.at<float>({(3 - c) * 2 + r, j}) == x.at<float>({c * 2 + r, j}));
+    });
+  }
+
+  TEST_CASE("dma: a manual double-buffered loop prefetches the next chunk while using the current one") {
+    testing::for_each_backend(
+        [&](const pl::CallOptions& backend) {
+          constexpr int64_t kChunks = 6, kRows = 4, kCols = 8;
+          // Sum every chunk of rows into one block: chunk c + 1 is copied while chunk c is added.
+          auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sems) {
+            auto chunk = [&](auto c, auto slot) {
+              return pl::make_async_copy(x.at(pl::ds(c * kRows, kRows), pl::all), buf.at(slot), sems.at(slot));
+            };
+            chunk(0, 0).start();
+            o() = pl::zeros_like(o);
+            pl::loop(0, kChunks, [&](pl::Value c) {
+              pl::Value slot = c % 2;
+              pl::when(c + 1 < kChunks, [&] { chunk(c + 1, 1 - slot).start(); });
+              chunk(c, slot).wait();
+              o() += buf(slot);
+            });
+          };
+          auto call = pl::pallas_call(
+              kernel,
+              pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                           .scratch_shapes = {pl::VMEM({2, kRows, kCols}, pl::f32), pl::SemaphoreType::DMA({2})}},
+              pl::ShapeDtype({kRows, kCols}, pl::f32), backend);
+          pl::Array x = iota_rows(kChunks * kRows, kCols);
+          pl::Array out = call(x);
+          for (int64_t r = 0; r < kRows; ++r)
+            for (int64_t j = 0; j < kCols; ++j) {
+              float expected = 0;
+              for (int64_t c = 0; c < kChunks; ++c) expected += x.at<float>({c * kRows + r, j});
+              CHECK(out.at<float>({r, j}) == expected);
+            }
+        },
+        pl::InterpretParams{.dma_execution_mode = pl::DmaExecutionMode::on_wait, .random_seed = 7});
+  }
+
+  TEST_CASE("semaphores: signal adds, wait subtracts, read sees the count") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref o, pl::Ref sem) {
+        o[0] = pl::semaphore_read(sem);
+        pl::semaphore_signal(sem, 3);
+        o[1] = pl::semaphore_read(sem);
+        pl::semaphore_wait(sem, 2);
+        o[2] = pl::semaphore_read(sem);
+        pl::semaphore_signal(sem);
+        pl::semaphore_wait(sem, pl::semaphore_read(sem));
+        o[3] = pl::semaphore_read(sem);
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.out_specs = {pl::BlockSpec(pl::SMEM)},
+                                               .scratch_shapes = {pl::SemaphoreType::REGULAR}},
+                                  pl::ShapeDtype({4}, pl::i32), backend);
+      CHECK(call().to_vector<int32_t>() == std::vector<int32_t>{0, 3, 1, 0});
+    });
+  }
+
+  TEST_CASE("run_scoped: scoped VMEM and a semaphore, a result returned, and scopes in a loop") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref x, pl::Ref o) {
+        pl::Value total = pl::fori_loop(0, 3, 0.0f, [&](pl::Value i, pl::Value acc) {
+          return pl::run_scoped(
+              [&](pl::Ref tmp, pl::Ref sem) {
+                pl::sync_copy(x.at(i), tmp);
+                pl::semaphore_signal(sem, 2);
+                pl::semaphore_wait(sem, 2);
+                return acc + pl::sum(tmp());
+              },
+              pl::VMEM({4}, pl::f32), pl::SemaphoreType::REGULAR);
+        });
+        o() = pl::broadcast_to(total, {1});
+      };
+      auto call = pl::pallas_call(kernel, pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}},
+                                  pl::ShapeDtype({1}, pl::f32), backend);
+      pl::Array x = iota_rows(3, 4);
+      CHECK(call(x).at<float>({0}) == 66.0f);
+    });
+  }
+
+  TEST_CASE("emit_pipeline: the seed's GEMM inside run_scoped with a VMEM accumulator matches a plain matmul") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      constexpr int64_t kM = 256, kK = 384, kN = 256, kB = 128;
+      auto kernel = [](pl::Ref x_hbm, pl::Ref w_hbm, pl::Ref o_hbm) {
+        pl::run_scoped(
+            [&](pl::Ref acc) {
+              pl::emit_pipeline(
+                  [&](pl::Ref x, pl::Ref w, pl::Ref o) {
+                    pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
+                    acc() += pl::dot(x(), w(), pl::f32);
+                    pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
+                  },
+                  {.grid = {kM / kB, kN / kB, kK / kB},
+                   .in_specs = {pl::BlockSpec({kB, kB}, [](pl::Value i, pl::Value, pl::Value k) { return pl::idx(i, k); }),
+                                pl::BlockSpec({kB, kB}, [](pl::Value, pl::Value j, pl::Value k) { return pl::idx(k, j); })},
+                   .out_specs = {pl::BlockSpec({kB, kB}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })}})(
+                  x_hbm, w_hbm, o_hbm);
+            },
+            pl::VMEM({kB, kB}, pl::f32));
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)},
+                                               .out_specs = {pl::BlockSpec(pl::ANY)}},
+                                  pl::ShapeDtype({kM, kN}, pl::f32), backend);
+      pl::Array x = pl::Array::random_normal({kM, kK}, pl::bf16, 1);
+      pl::Array w = pl::Array::random_normal({kK, kN}, pl::bf16, 2);
+      CHECK(pl::allclose(call(x, w), reference_matmul(x, w), 1e-4, 1e-3));
+    });
+  }
+
+  TEST_CASE("emit_pipeline: edge blocks, deeper buffering, revisited outputs and program_id of the inner grid") {
+    testing::for_each_backend(
+        [&](const pl::CallOptions& backend) {
+          // Row sums of a (10, 11) array in (4, 4) blocks (edge blocks in both dims): the output block
+          // of a row stays while the inner grid walks its columns.
+          auto kernel = [](pl::Ref x_hbm, pl::Ref o_hbm, pl::Ref steps) {
+            steps[0] = 0;
+            pl::emit_pipeline(
+                [&](pl::Ref x, pl::Ref o) {
+                  pl::when(pl::program_id(1) == 0, [&] { o() = pl::zeros_like(o); });
+                  pl::Value cols = pl::iota({4, 4}, 1, pl::i32) + pl::program_id(1) * 4;
+                  o() += pl::reshape(pl::sum(pl::where(cols < 11, x(), 0.0f), 1), {4, 1});
+                  steps[0] = steps[0] + 1;
+                },
+                {.grid = {3, 3},
+                 .in_specs = {pl::BlockSpec({4, 4}, [](pl::Value i, pl::Value j) { return pl::idx(i, j); }, pl::Buffered(3))},
+                 .out_specs = {pl::BlockSpec({4, 1}, [](pl::Value i, pl::Value) { return pl::idx(i, 0); })}})(x_hbm, o_hbm);
+          };
+          auto call = pl::pallas_call(kernel,
+                                      pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                                   .out_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::SMEM)}},
+                                      {pl::ShapeDtype({10, 1}, pl::f32), pl::ShapeDtype({1}, pl::i32)}, backend);
+          pl::Array x = iota_rows(10, 11);
+          std::vector<pl::Array> out = call(x);
+          for (int64_t i = 0; i < 10; ++i) {
+            float expected = 0;
+            for (int64_t j = 0; j < 11; ++j) expected += x.at<float>({i, j});
+            CHECK(out[0].at<float>({i, 0}) == expected);
+          }
+          CHECK(out[1].at<int32_t>({0}) == 9);
+        },
+        pl::InterpretParams{.dma_execution_mode = pl::DmaExecutionMode::on_wait, .random_seed = 3});
+  }
+
+  TEST_CASE("dma: on_wait mode shows a read of a copy's destination before its wait") {
+    // The wait comes after the read: eager copies hide the bug, on_wait copies expose it as poison.
+    auto kernel = [](pl::Ref x_hbm, pl::Ref o, pl::Ref buf, pl::Ref sem) {
+      auto copy = pl::make_async_copy(x_hbm, buf, sem);
+      copy.start();
+      o() = buf();
+      copy.wait();
+    };
+    auto run = [&](pl::CallOptions options) {
+      return pl::pallas_call(kernel,
+                             pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                          .scratch_shapes = {pl::VMEM({4}, pl::f32), pl::SemaphoreType::DMA}},
+                             pl::ShapeDtype({4}, pl::f32), options)(pl::Array::arange(4, pl::f32));
+    };
+    CHECK(run({}).to_vector<float>() == std::vector<float>{0, 1, 2, 3});
+    CHECK(run(testing::interpret()).to_vector<float>() == std::vector<float>{0, 1, 2, 3});
+    pl::Array early = run(testing::interpret({.dma_execution_mode = pl::DmaExecutionMode::on_wait}));
+    for (float v : early.to_vector<float>()) CHECK(std::isnan(v));
+  }
+
+  TEST_CASE("dma: the worker mode of compiled kernels gives the same results") {
+    pl::set_dma_worker(true);
+    auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sems) {
+      o() = pl::zeros_like(o);
+      pl::loop(0, 8, [&](pl::Value c) {
+        pl::Value slot = c % 2;
+        pl::async_copy(x.at(c), buf.at(slot), sems.at(slot)).wait();
+        o() += buf(slot);
+      });
+    };
+    pl::Array x = iota_rows(8, 16);
+    pl::Array out;
+    CHECK_NOTHROW(out = pl::pallas_call(kernel,
+                                        pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                                     .scratch_shapes = {pl::VMEM({2, 16}, pl::f32), pl::SemaphoreType::DMA({2})}},
+                                        pl::ShapeDtype({16}, pl::f32))(x));
+    pl::set_dma_worker(false);
+    for (int64_t j = 0; j < 16; ++j) {
+      float expected = 0;
+      for (int64_t c = 0; c < 8; ++c) expected += x.at<float>({c, j});
+      CHECK(out.at<float>({j}) == expected);
+    }
+  }
+}
