@@ -262,4 +262,138 @@ TEST_SUITE("dsl") {
       CHECK(out.at<float>({j}) == expected);
     }
   }
+
+  TEST_CASE("dma errors: a semaphore not back at zero when the kernel ends is named with its count") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      const int scratch_line = __LINE__ + 1;
+      const pl::ScratchShape regular = pl::SemaphoreType::REGULAR;
+      auto call = [&](std::function<void(pl::Ref, pl::Ref, pl::Ref, pl::Ref, pl::Ref)> kernel) {
+        return pl::pallas_call(kernel,
+                               pl::GridSpec{.grid = {2},
+                                            .in_specs = {pl::BlockSpec(pl::ANY)},
+                                            .scratch_shapes = {pl::VMEM({4, 4}, pl::f32), regular, pl::SemaphoreType::DMA}},
+                               pl::ShapeDtype({4}, pl::f32), backend);
+      };
+      pl::Array x = pl::Array::zeros({4, 4}, pl::f32);
+      auto signal_once = call([](pl::Ref, pl::Ref o, pl::Ref, pl::Ref sem, pl::Ref) {
+        pl::semaphore_signal(sem, 2);
+        pl::semaphore_wait(sem);
+        o() = pl::zeros_like(o);
+      });
+      CHECK_THROWS_WITH_AS(signal_once(x), Contains("semaphore `scratch 1` is 2 when the kernel ends"), RuntimeError);
+      CHECK_THROWS_WITH_AS(signal_once(x), Contains("2 signalled that no semaphore_wait took"), RuntimeError);
+      const std::string scratch_at = fmt::format("async_test.cpp:{}", scratch_line);
+      CHECK_THROWS_WITH_AS(signal_once(x), Contains(scratch_at.c_str()), RuntimeError);
+      CHECK_THROWS_WITH_AS(signal_once(x), Contains("grid point (1)"), RuntimeError);
+      auto never_waited = call([](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref, pl::Ref dma) {
+        pl::async_copy(x, buf, dma);
+        o() = pl::zeros_like(o);
+      });
+      // The second step's copy finds the first one's bytes still there.
+      CHECK_THROWS_WITH_AS(never_waited(x), Contains("DMA semaphore `scratch 2` is 128 when the kernel ends"), RuntimeError);
+      CHECK_THROWS_WITH_AS(never_waited(x), Contains("128 bytes of copies were never waited for"), RuntimeError);
+      // A failed call does not poison the next one.
+      auto fine = call([](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref, pl::Ref dma) {
+        pl::async_copy(x, buf, dma).wait();
+        o() = buf(0);
+      });
+      CHECK(fine(x).to_vector<float>() == std::vector<float>(4, 0.0f));
+    });
+  }
+
+  TEST_CASE("dma errors: a semaphore of a run_scoped region must be zero when the region ends") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref o) {
+        pl::run_scoped([&](pl::Ref sem) { pl::semaphore_signal(sem); }, pl::SemaphoreType::REGULAR);
+        o() = pl::zeros_like(o);
+      };
+      auto call = pl::pallas_call(kernel, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32), backend);
+      CHECK_THROWS_WITH_AS(call(), Contains("semaphore `run_scoped 0` is 1 when its run_scoped region ends"), RuntimeError);
+    });
+  }
+
+  TEST_CASE("dma errors: a wait nothing can satisfy is a deadlock report, not a hang") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto call = [&](std::function<void(pl::Ref, pl::Ref, pl::Ref, pl::Ref, pl::Ref)> kernel) {
+        return pl::pallas_call(kernel,
+                               pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                            .scratch_shapes = {pl::VMEM({4, 4}, pl::f32), pl::SemaphoreType::REGULAR,
+                                                               pl::SemaphoreType::DMA}},
+                               pl::ShapeDtype({4}, pl::f32), backend);
+      };
+      pl::Array x = pl::Array::zeros({4, 4}, pl::f32);
+      const int wait_line = __LINE__ + 2;
+      auto unsignalled = call([](pl::Ref, pl::Ref o, pl::Ref, pl::Ref sem, pl::Ref) {
+        pl::semaphore_wait(sem);
+        o() = pl::zeros_like(o);
+      });
+      CHECK_THROWS_WITH_AS(unsignalled(x),
+                           Contains("deadlock: this semaphore_wait can never return: semaphore `scratch 1` holds 0 and the "
+                                    "wait needs 1"),
+                           RuntimeError);
+      const std::string blocked = fmt::format("async_test.cpp:{}: holds 0 of 1", wait_line);
+      CHECK_THROWS_WITH_AS(unsignalled(x), Contains(blocked.c_str()), RuntimeError);
+      // Waiting for a whole (4, 4) block after copying one row of it.
+      auto short_copy = call([](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref, pl::Ref dma) {
+        pl::async_copy(x.at(0), buf.at(0), dma);
+        pl::make_async_copy(x, buf, dma).wait();
+        o() = pl::zeros_like(o);
+      });
+      CHECK_THROWS_WITH_AS(short_copy(x),
+                           Contains("DMA semaphore `scratch 2` holds 16 bytes and the wait needs 64 bytes"), RuntimeError);
+    });
+    pl::set_dma_worker(true);
+    auto worker = pl::pallas_call(
+        [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref dma) {
+          pl::async_copy(x.at(0), buf.at(0), dma);
+          pl::make_async_copy(x, buf, dma).wait();
+          o() = pl::zeros_like(o);
+        },
+        pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                     .scratch_shapes = {pl::VMEM({4, 4}, pl::f32), pl::SemaphoreType::DMA}},
+        pl::ShapeDtype({4}, pl::f32));
+    CHECK_THROWS_WITH_AS(worker(pl::Array::zeros({4, 4}, pl::f32)),
+                         Contains("DMA semaphore `scratch 1` holds 16 bytes and the wait needs 64 bytes"), RuntimeError);
+    pl::set_dma_worker(false);
+  }
+
+  TEST_CASE("dma errors: a copy window out of bounds names the ref, the index and the grid point") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref dma) {
+        pl::async_copy(x.at(pl::ds(pl::program_id(0) * 2, 4)), buf, dma).wait();
+        o() = buf();
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.grid = {3},
+                                               .in_specs = {pl::BlockSpec(pl::ANY)},
+                                               .out_specs = {pl::BlockSpec({4}, [](pl::Value) { return pl::idx(0); })},
+                                               .scratch_shapes = {pl::VMEM({4}, pl::f32), pl::SemaphoreType::DMA}},
+                                  pl::ShapeDtype({4}, pl::f32), backend);
+      pl::Array x = pl::Array::zeros({6}, pl::f32);
+      CHECK_THROWS_WITH_AS(call(x), Contains("out-of-bounds slice of `input 0`: ds(4, 4) in dimension 0"), RuntimeError);
+      CHECK_THROWS_WITH_AS(call(x), Contains("grid point (2)"), RuntimeError);
+    });
+  }
+
+  TEST_CASE("dma errors: VMEM over the limit lists the pipeline's buffers and scoped ones") {
+    auto kernel = [](pl::Ref x_hbm, pl::Ref o_hbm) {
+      pl::run_scoped(
+          [&](pl::Ref) {
+            pl::emit_pipeline([](pl::Ref x, pl::Ref o) { o() = x(); },
+                              {.grid = {4},
+                               .in_specs = {pl::BlockSpec({64, 256}, [](pl::Value i) { return pl::idx(i, 0); })},
+                               .out_specs = {pl::BlockSpec({64, 256}, [](pl::Value i) { return pl::idx(i, 0); })}})(x_hbm,
+                                                                                                                  o_hbm);
+          },
+          pl::VMEM({256, 256}, pl::f32));
+    };
+    auto call = pl::pallas_call(kernel,
+                                pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)}},
+                                pl::ShapeDtype({256, 256}, pl::f32),
+                                {.compiler_params = {.vmem_limit_bytes = 256 * 1024}});
+    pl::Array x = pl::Array::zeros({256, 256}, pl::f32);
+    CHECK_THROWS_WITH_AS(call(x), Contains("needs more VMEM per core than it may use"), UserError);
+    CHECK_THROWS_WITH_AS(call(x), Contains("run_scoped 0 (ref<256x256xf32, vmem>"), UserError);
+    CHECK_THROWS_WITH_AS(call(x), Contains("emit_pipeline output 0 blocks (ref<2x64x256xf32, vmem>"), UserError);
+  }
 }

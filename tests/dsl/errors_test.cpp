@@ -344,4 +344,83 @@ TEST_SUITE("errors") {
                                {.input_output_aliases = {{0, 0}, {1, 0}}});
     CHECK_THROWS_WITH_AS(dup(x, x), Contains("two inputs alias the same output"), UserError);
   }
+
+  TEST_CASE("errors: copies and semaphores") {
+    pl::Array x = pl::Array::zeros({8, 4}, pl::f32);
+    // Runs `kernel` over x in ANY with an output in ANY; scratch: a (8, 4) VMEM buffer, a DMA
+    // semaphore, a regular one and an array of two DMA semaphores.
+    auto run = [&](std::function<void(pl::Ref, pl::Ref, pl::Ref, pl::Ref, pl::Ref, pl::Ref)> kernel) {
+      pl::pallas_call(kernel,
+                      pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                   .out_specs = {pl::BlockSpec(pl::ANY)},
+                                   .scratch_shapes = {pl::VMEM({8, 4}, pl::f32), pl::SemaphoreType::DMA,
+                                                      pl::SemaphoreType::REGULAR, pl::SemaphoreType::DMA({2})}},
+                      pl::ShapeDtype({8, 4}, pl::f32), testing::interpret())(x);
+    };
+    using R = pl::Ref;
+    CHECK_THROWS_WITH_AS(run([](R x, R, R buf, R dma, R, R) { pl::make_async_copy(x.at(pl::ds(0, 4)), buf, dma); }),
+                         Contains("pl::make_async_copy: the source and destination differ in shape"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R x, R o, R, R, R sem, R) { pl::async_copy(x, o, sem); }),
+                         Contains("pl::make_async_copy needs a DMA semaphore, but got a regular semaphore"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R x, R o, R, R, R, R) { pl::async_copy(x, o, x); }),
+                         Contains("pl::make_async_copy needs a semaphore"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R x, R o, R, R, R, R dmas) { pl::async_copy(x, o, dmas); }),
+                         Contains("pl::make_async_copy needs one semaphore, not an array of them"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R x, R o, R, R dma, R, R) { pl::async_copy(o, x, dma); }),
+                         Contains("pl::make_async_copy would write into `input 0`, an input of the call"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R, R, R, R dma, R sem, R) { pl::async_copy(sem, sem, dma); }),
+                         Contains("pl::make_async_copy: semaphores cannot be copied"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R, R, R, R dma, R, R) { pl::semaphore_wait(dma); }),
+                         Contains("pl::semaphore_wait needs a regular semaphore, but got a DMA semaphore"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R, R, R, R, R sem, R) { pl::semaphore_signal(sem, 1.5); }),
+                         Contains("pl::semaphore_signal: the amount must be an integer"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R, R, R buf, R, R sem, R) { buf(0, 0) = sem().astype(pl::f32); }),
+                         Contains("cannot load from a semaphore"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R, R, R, R, R sem, R) { sem() = 1; }), Contains("cannot store to a semaphore"), UserError);
+  }
+
+  TEST_CASE("errors: run_scoped and emit_pipeline") {
+    pl::Array x = pl::Array::zeros({8, 8}, pl::f32);
+    auto run = [&](std::function<void(pl::Ref, pl::Ref)> kernel) {
+      pl::pallas_call(kernel, pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)}},
+                      pl::ShapeDtype({8, 8}, pl::f32), testing::interpret())(x);
+    };
+    using R = pl::Ref;
+    CHECK_THROWS_WITH_AS(run([](R, R) { pl::run_scoped([](R) {}, pl::HBM({8}, pl::f32)); }),
+                         Contains("pl::run_scoped: run_scoped 0 is in HBM, which cannot be allocated in a kernel"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R, R) { pl::run_scoped([](R) {}, pl::SMEM({-1}, pl::i32)); }),
+                         Contains("pl::run_scoped: run_scoped 0 has a negative dim"), UserError);
+    auto rows = [] { return pl::BlockSpec({2, 8}, [](pl::Value i) { return pl::idx(i, 0); }); };
+    CHECK_THROWS_WITH_AS(run([&](R x, R) { pl::emit_pipeline([](R, R) {}, {.grid = {4}, .in_specs = {rows()}, .out_specs = {rows()}})(x); }),
+                         Contains("pl::emit_pipeline: the pipeline is called with another number of refs than it has specs"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(run([&](R x, R o) { pl::emit_pipeline([](R) {}, {.grid = {4}, .in_specs = {rows()}, .out_specs = {rows()}})(x, o); }),
+                         Contains("pl::emit_pipeline: the body takes another number of refs than the pipeline has specs"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(run([&](R x, R o) {
+                           pl::emit_pipeline([](R, R) {}, {.grid = {4}, .in_specs = {rows()}, .out_specs = {rows()}})(o, x);
+                         }),
+                         Contains("pl::emit_pipeline would write into `input 0`, an input of the call"), UserError);
+    CHECK_THROWS_WITH_AS(run([&](R x, R o) {
+                           pl::emit_pipeline([](R, R) {},
+                                             {.grid = {4},
+                                              .in_specs = {rows()},
+                                              .out_specs = {pl::BlockSpec({2, 8}, [](pl::Value i) { return pl::idx(i, 0); },
+                                                                          pl::Buffered(3))}})(x, o);
+                         }),
+                         Contains("pl::emit_pipeline: emit_pipeline output 0 asks for 3 block buffers"), UserError);
+    CHECK_THROWS_WITH_AS(run([&](R x, R o) {
+                           pl::emit_pipeline([](R, R) {},
+                                             {.grid = {4},
+                                              .in_specs = {pl::BlockSpec({2, 8}, [](pl::Value i, pl::Value) { return pl::idx(i, 0); })},
+                                              .out_specs = {rows()}})(x, o);
+                         }),
+                         Contains("the index map of emit_pipeline input 0 takes 2 parameter(s), but the call passes 1"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(run([&](R x, R o) {
+                           pl::emit_pipeline([](R a, R b) { b() = a(); pl::program_id(1); },
+                                             {.grid = {4}, .in_specs = {rows()}, .out_specs = {rows()}})(x, o);
+                         }),
+                         Contains("pl::program_id: axis 1 is out of range for the grid"), UserError);
+  }
 }

@@ -36,7 +36,7 @@ inline std::vector<Backend> backends(pl::InterpretParams params = {}) {
 template <class F>
 void for_each_backend(F body, pl::InterpretParams params = {}) {
   for (const Backend& b : backends(params)) {
-    INFO("backend: " << b.name);
+    INFO("backend: " << std::string(b.name));
     body(b.options);
   }
 }
