@@ -396,4 +396,58 @@ TEST_SUITE("dsl") {
     CHECK_THROWS_WITH_AS(call(x), Contains("run_scoped 0 (ref<256x256xf32, vmem>"), UserError);
     CHECK_THROWS_WITH_AS(call(x), Contains("emit_pipeline output 0 blocks (ref<2x64x256xf32, vmem>"), UserError);
   }
+
+  TEST_CASE("emit_pipeline: a pipeline run twice writes its blocks again, a non-consecutive revisit is an error") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto pipeline = [](pl::Ref src, pl::Ref dst, std::function<pl::Value(pl::Value)> out_block, int64_t steps) {
+        pl::emit_pipeline([](pl::Ref x, pl::Ref o) { o() = x() + 1.0f; },
+                          {.grid = {steps},
+                           .in_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })},
+                           .out_specs = {pl::BlockSpec({4}, [=](pl::Value i) { return pl::idx(out_block(i)); })}})(src, dst);
+      };
+      // The seed's pattern: the same GEMM pipeline twice over one output.
+      auto twice = pl::pallas_call(
+          [&](pl::Ref x, pl::Ref o) {
+            pipeline(x, o, [](pl::Value i) { return i; }, 4);
+            pipeline(x, o, [](pl::Value i) { return i; }, 4);
+          },
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)}},
+          pl::ShapeDtype({16}, pl::f32), backend);
+      CHECK(twice(pl::Array::zeros({16}, pl::f32)).to_vector<float>() == std::vector<float>(16, 1.0f));
+      // Output blocks 0, 1, 0, 1: the third step comes back to block 0.
+      auto revisit = pl::pallas_call(
+          [&](pl::Ref x, pl::Ref o) { pipeline(x, o, [](pl::Value i) { return i % 2; }, 4); },
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)}},
+          pl::ShapeDtype({16}, pl::f32), backend);
+      CHECK_THROWS_WITH_AS(revisit(pl::Array::zeros({16}, pl::f32)),
+                           Contains("emit_pipeline output 0 is revisited non-consecutively"), RuntimeError);
+      CHECK_THROWS_WITH_AS(revisit(pl::Array::zeros({16}, pl::f32)), Contains("emit_pipeline step (2)"), RuntimeError);
+    });
+  }
+
+  TEST_CASE("grid: pallas_call blocks with pl::Buffered(n) behave as synchronous copies") {
+    testing::for_each_backend(
+        [&](const pl::CallOptions& backend) {
+          // Input block indices 0, 0, 1, 1, 2, 2 (fetched on change, the kernel's writes to it kept while
+          // it stays); the output accumulates over pairs of steps; two cores split the parallel dim.
+          auto kernel = [](pl::Ref x, pl::Ref o) {
+            x() = x() + 1.0f;
+            pl::when(pl::program_id(1) == 0, [&] { o() = pl::zeros_like(o); });
+            o() += x();
+          };
+          auto spec_in = pl::BlockSpec({2, 4}, [](pl::Value i, pl::Value) { return pl::idx(i, 0); }, pl::Buffered(3));
+          auto spec_out = pl::BlockSpec({2, 4}, [](pl::Value i, pl::Value) { return pl::idx(i, 0); }, pl::Buffered(2));
+          auto call = pl::pallas_call(kernel,
+                                      pl::GridSpec{.grid = {3, 2}, .in_specs = {spec_in}, .out_specs = {spec_out}},
+                                      pl::ShapeDtype({6, 4}, pl::f32),
+                                      testing::with_backend({.compiler_params = {.dimension_semantics = {pl::parallel,
+                                                                                                         pl::arbitrary}}},
+                                                            backend));
+          pl::Array x = iota_rows(6, 4);
+          pl::Array out = call(x);
+          for (int64_t i = 0; i < 6; ++i)
+            for (int64_t j = 0; j < 4; ++j) CHECK(out.at<float>({i, j}) == 2.0f * x.at<float>({i, j}) + 3.0f);
+        },
+        pl::InterpretParams{.num_cores_or_threads = 2, .dma_execution_mode = pl::DmaExecutionMode::on_wait});
+  }
 }
