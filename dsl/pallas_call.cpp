@@ -382,7 +382,7 @@ std::vector<Array> CallImpl::run_compiled(const Program& prog, std::span<const A
   rt::Launch launch(/*device=*/0);
   const jit::KernelEntry entry = prog.compiled->entry();
   const Program::Split split = prog.split_for(num_threads());  // one core per thread
-  const bool worker = rt::dma_worker();
+  const bool worker = rt::use_dma_worker(split.active);
   auto run_core = [&](int core) {
     const rt::StepRange range = split.ranges[core];
     if (range.lo >= range.hi) return;

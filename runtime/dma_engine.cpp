@@ -33,7 +33,11 @@ bool overlaps(const std::byte* a_lo, const std::byte* a_hi, const std::byte* b_l
   return a_lo < b_hi && b_lo < a_hi;
 }
 
-std::atomic<bool> g_worker{env::get("TESSERA_DMA").value_or("") == "worker"};
+DmaExecution execution_from_env() {
+  const std::string v = env::get("TESSERA_DMA").value_or("auto");
+  return v == "eager" ? DmaExecution::eager : v == "worker" ? DmaExecution::worker : DmaExecution::automatic;
+}
+std::atomic<DmaExecution> g_execution{execution_from_env()};
 
 }  // namespace
 
@@ -96,8 +100,18 @@ class DmaWorker {
   std::thread thread_;
 };
 
-void set_dma_worker(bool on) { g_worker.store(on); }
-bool dma_worker() { return g_worker.load(std::memory_order_relaxed); }
+void set_dma_execution(DmaExecution mode) { g_execution.store(mode); }
+DmaExecution dma_execution() { return g_execution.load(std::memory_order_relaxed); }
+
+bool use_dma_worker(int active_cores) {
+  switch (dma_execution()) {
+    case DmaExecution::eager: return false;
+    case DmaExecution::worker: return true;
+    case DmaExecution::automatic: break;
+  }
+  static const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return active_cores < cores;
+}
 
 bool DmaEngine::Copy::touches(const std::byte* lo, const std::byte* hi) const {
   const auto* s = reinterpret_cast<const std::byte*>(sem);

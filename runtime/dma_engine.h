@@ -106,9 +106,18 @@ class DmaEngine {
 DmaEngine::Copy window_copy(std::byte* dst, std::vector<int64_t> dst_strides, const std::byte* src,
                             std::vector<int64_t> src_strides, std::vector<int64_t> shape, int64_t es, int64_t* sem);
 
-// How compiled kernels run their copies: eagerly (the default) or on the DMA worker thread.
-// TESSERA_DMA=worker selects the worker at start-up.
-void set_dma_worker(bool on);
-bool dma_worker();
+// How compiled kernels run their copies (the interpreter has modes of its own).
+enum class DmaExecution : uint8_t {
+  // On the worker when the launch leaves a core idle, else eagerly: the worker overlaps copies with
+  // compute only where it gets a core of its own (benchmarks/pipelines.cpp measures both cases).
+  automatic,
+  eager,
+  worker,
+};
+// Sets it for the process; TESSERA_DMA=auto|eager|worker sets it at start-up (default auto).
+void set_dma_execution(DmaExecution mode);
+DmaExecution dma_execution();
+// Whether a launch whose grid keeps `active_cores` cores busy runs its copies on the worker.
+bool use_dma_worker(int active_cores);
 
 }  // namespace tessera::rt

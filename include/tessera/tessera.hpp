@@ -24,6 +24,8 @@
 namespace tessera {
 // Where pl::debug_print output goes (stdout by default).
 using rt::set_debug_print_sink;
-// Whether compiled kernels run their copies on a DMA worker thread (default: eagerly, when started).
-using rt::set_dma_worker;
+// How compiled kernels run their copies: pl::DmaExecution::automatic (the default: on a DMA worker
+// thread when the launch leaves a core idle), ::eager or ::worker.
+using rt::DmaExecution;
+using rt::set_dma_execution;
 }  // namespace tessera

@@ -233,14 +233,16 @@ TEST_SUITE("dsl") {
                                           .scratch_shapes = {pl::VMEM({4}, pl::f32), pl::SemaphoreType::DMA}},
                              pl::ShapeDtype({4}, pl::f32), options)(pl::Array::arange(4, pl::f32));
     };
+    pl::set_dma_execution(pl::DmaExecution::eager);  // on the worker, the early read would race with the copy
     CHECK(run({}).to_vector<float>() == std::vector<float>{0, 1, 2, 3});
+    pl::set_dma_execution(pl::DmaExecution::automatic);
     CHECK(run(testing::interpret()).to_vector<float>() == std::vector<float>{0, 1, 2, 3});
     pl::Array early = run(testing::interpret({.dma_execution_mode = pl::DmaExecutionMode::on_wait}));
     for (float v : early.to_vector<float>()) CHECK(std::isnan(v));
   }
 
-  TEST_CASE("dma: the worker mode of compiled kernels gives the same results") {
-    pl::set_dma_worker(true);
+  TEST_CASE("dma: compiled kernels give the same results with copies on the DMA worker") {
+    pl::set_dma_execution(pl::DmaExecution::worker);
     auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sems) {
       o() = pl::zeros_like(o);
       pl::loop(0, 8, [&](pl::Value c) {
@@ -255,7 +257,7 @@ TEST_SUITE("dsl") {
                                         pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
                                                      .scratch_shapes = {pl::VMEM({2, 16}, pl::f32), pl::SemaphoreType::DMA({2})}},
                                         pl::ShapeDtype({16}, pl::f32))(x));
-    pl::set_dma_worker(false);
+    pl::set_dma_execution(pl::DmaExecution::automatic);
     for (int64_t j = 0; j < 16; ++j) {
       float expected = 0;
       for (int64_t c = 0; c < 8; ++c) expected += x.at<float>({c, j});
@@ -342,7 +344,7 @@ TEST_SUITE("dsl") {
       CHECK_THROWS_WITH_AS(short_copy(x),
                            Contains("DMA semaphore `scratch 2` holds 16 bytes and the wait needs 64 bytes"), RuntimeError);
     });
-    pl::set_dma_worker(true);
+    pl::set_dma_execution(pl::DmaExecution::worker);
     auto worker = pl::pallas_call(
         [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref dma) {
           pl::async_copy(x.at(0), buf.at(0), dma);
@@ -354,7 +356,7 @@ TEST_SUITE("dsl") {
         pl::ShapeDtype({4}, pl::f32));
     CHECK_THROWS_WITH_AS(worker(pl::Array::zeros({4, 4}, pl::f32)),
                          Contains("DMA semaphore `scratch 1` holds 16 bytes and the wait needs 64 bytes"), RuntimeError);
-    pl::set_dma_worker(false);
+    pl::set_dma_execution(pl::DmaExecution::automatic);
   }
 
   TEST_CASE("dma errors: a copy window out of bounds names the ref, the index and the grid point") {

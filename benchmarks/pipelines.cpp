@@ -1,0 +1,155 @@
+// Pipelines and copies: the seed's GEMM written with emit_pipeline inside one kernel (seed 000's
+// `_emit_gemm`), against the same GEMM as a pallas_call grid and against OpenBLAS sgemm, all on one
+// thread (an emit_pipeline runs on the core of its kernel); and how compiled kernels should run their
+// copies, eagerly or on a DMA worker thread, on a double-buffered copy loop against memcpy, with a
+// core to spare and without (what pl::DmaExecution::automatic decides by).
+//
+//   pipelines [--json results.json] [--runs N]
+#include <tessera/tessera.hpp>
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "benchmarks/bench_util.h"
+#include "benchmarks/seed_matmul.h"
+
+namespace pl = tessera;
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+constexpr int64_t kBlock = 128;
+
+void emit_gemm_kernel(pl::Ref x_hbm, pl::Ref w_hbm, pl::Ref o_hbm) {
+  const int64_t m = x_hbm.shape()[0], k = x_hbm.shape()[1], n = w_hbm.shape()[1];
+  pl::run_scoped(
+      [&](pl::Ref acc) {
+        pl::emit_pipeline(
+            [&](pl::Ref x, pl::Ref w, pl::Ref o) {
+              pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
+              acc() += pl::dot(x(), w(), pl::f32);
+              pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
+            },
+            {.grid = {m / kBlock, n / kBlock, k / kBlock},
+             .in_specs = {pl::BlockSpec({kBlock, kBlock}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); }),
+                          pl::BlockSpec({kBlock, kBlock}, [](pl::Value, pl::Value j, pl::Value kk) { return pl::idx(kk, j); })},
+             .out_specs = {pl::BlockSpec({kBlock, kBlock}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })}})(
+            x_hbm, w_hbm, o_hbm);
+      },
+      pl::VMEM({kBlock, kBlock}, pl::f32));
+}
+
+pl::PallasCall<pl::Array> make_emit_gemm(int64_t m, int64_t n, pl::DType out) {
+  return pl::pallas_call(emit_gemm_kernel,
+                         pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)},
+                                      .out_specs = {pl::BlockSpec(pl::ANY)}},
+                         pl::ShapeDtype({m, n}, out), {.name = "emit_gemm"});
+}
+
+// Sums a tall array chunk by chunk into one VMEM block, copying chunk c + 1 while adding chunk c.
+// A 3-D array is split over the grid: program i sums x[i].
+constexpr int64_t kChunkRows = 256, kCols = 1024;
+void chunked_sum_kernel(pl::Ref x_hbm, pl::Ref o, pl::Ref slots, pl::Ref sems) {
+  const pl::Ref x = x_hbm.rank() == 3 ? x_hbm.at(pl::program_id(0)) : x_hbm;
+  const int64_t chunks = x.shape()[0] / kChunkRows;
+  auto chunk = [&](auto c, auto slot) {
+    return pl::make_async_copy(x.at(pl::ds(c * kChunkRows, kChunkRows), pl::all), slots.at(slot), sems.at(slot));
+  };
+  chunk(0, 0).start();
+  o() = pl::zeros_like(o);
+  pl::loop(0, chunks, [&](pl::Value c) {
+    pl::Value slot = c % 2;
+    pl::when(c + 1 < chunks, [&] { chunk(c + 1, 1 - slot).start(); });
+    chunk(c, slot).wait();
+    o() += slots(slot);
+  });
+}
+
+void sgemm(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
+              a, static_cast<int>(k), b, static_cast<int>(n), 0.0f, c, static_cast<int>(n));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
+  openblas_set_num_threads(1);
+  pl::set_num_threads(1);
+
+  const int64_t m = 2048, k = 2048, n = 1024;
+  const double flops = 2.0 * m * k * n;
+  bench::Report gemm("seed GEMM 2048x2048x1024, 128-blocks, 1 thread: emit_pipeline vs pallas_call vs OpenBLAS");
+  pl::Array x32 = pl::Array::random_normal({m, k}, pl::f32, 0), w32 = pl::Array::random_normal({k, n}, pl::f32, 1);
+  pl::Array x16 = x32.astype(pl::bf16), w16 = w32.astype(pl::bf16);
+  std::vector<float> c(static_cast<size_t>(m * n));
+  const std::string blas = "OpenBLAS sgemm f32";
+  const double blas_rate =
+      gemm.add_rate(blas, bench::measure([&] { sgemm(x32.data_as<float>(), w32.data_as<float>(), c.data(), m, k, n); }, runs),
+                    flops, 1e-9, "GFLOP/s")
+          .value;
+  auto grid_f32 = bench::make_matmul(m, k, n, pl::f32);
+  const std::string grid_name = "pallas_call grid f32";
+  gemm.add_rate(grid_name, bench::measure([&] { grid_f32(x32, w32); }, runs), flops, 1e-9, "GFLOP/s", blas);
+  auto emit_f32 = make_emit_gemm(m, n, pl::f32);
+  const double emit_rate =
+      gemm.add_rate("emit_pipeline f32", bench::measure([&] { emit_f32(x32, w32); }, runs), flops, 1e-9, "GFLOP/s", grid_name)
+          .value;
+  gemm.note(fmt::format("emit_pipeline f32 is {:.2f}x {}", emit_rate / blas_rate, blas));
+  auto grid_bf16 = bench::make_matmul(m, k, n, pl::f32);
+  const std::string grid16 = "pallas_call grid bf16 in, f32 out";
+  gemm.add_rate(grid16, bench::measure([&] { grid_bf16(x16, w16); }, runs), flops, 1e-9, "GFLOP/s", blas);
+  auto emit_bf16 = make_emit_gemm(m, n, pl::f32);
+  gemm.add_rate("emit_pipeline bf16 in, f32 out", bench::measure([&] { emit_bf16(x16, w16); }, runs), flops, 1e-9,
+                "GFLOP/s", grid16);
+  gemm.print();
+
+  // Copies: 64 MiB through a double-buffered loop. Eager copies happen when started, so the copy and
+  // the add take turns; on the worker the next chunk's copy runs beside the add.
+  bench::Report copies("double-buffered copy loop over 64 MiB f32 (256 KiB chunks), 1 kernel thread");
+  const int64_t rows = (int64_t{64} << 20) / (kCols * 4);
+  pl::Array big = pl::Array::random_normal({rows, kCols}, pl::f32, 2);
+  std::vector<std::byte> dst(static_cast<size_t>(big.nbytes()));
+  const double bytes = static_cast<double>(big.nbytes());
+  copies.add_rate("memcpy", bench::measure([&] { std::memcpy(dst.data(), big.data(), dst.size()); }, runs), bytes, 1e-9,
+                  "GB/s");
+  auto chunked = pl::pallas_call(chunked_sum_kernel,
+                                 pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                              .scratch_shapes = {pl::VMEM({2, kChunkRows, kCols}, pl::f32),
+                                                                 pl::SemaphoreType::DMA({2})}},
+                                 pl::ShapeDtype({kChunkRows, kCols}, pl::f32), {.name = "chunked_sum"});
+  pl::set_dma_execution(pl::DmaExecution::eager);
+  copies.add_rate("copies eager", bench::measure([&] { chunked(big); }, runs), bytes, 1e-9, "GB/s", "memcpy");
+  pl::set_dma_execution(pl::DmaExecution::worker);
+  copies.add_rate("copies on the DMA worker", bench::measure([&] { chunked(big); }, runs), bytes, 1e-9, "GB/s",
+                  "copies eager");
+  pl::set_dma_execution(pl::DmaExecution::eager);
+  // Two programs on two kernel threads, each summing half of the array: no core is left idle.
+  pl::set_num_threads(2);
+  pl::CallOptions parallel;
+  parallel.compiler_params.dimension_semantics = {pl::parallel};
+  parallel.name = "chunked_sum_halves";
+  auto halves = pl::pallas_call(chunked_sum_kernel,
+                                pl::GridSpec{.grid = {2},
+                                             .in_specs = {pl::BlockSpec(pl::ANY)},
+                                             .out_specs = {pl::BlockSpec({pl::squeezed, kChunkRows, kCols},
+                                                                         [](pl::Value i) { return pl::idx(i, 0, 0); })},
+                                             .scratch_shapes = {pl::VMEM({2, kChunkRows, kCols}, pl::f32),
+                                                                pl::SemaphoreType::DMA({2})}},
+                                pl::ShapeDtype({2, kChunkRows, kCols}, pl::f32), parallel);
+  pl::Array halves_in = big.reshape({2, rows / 2, kCols});
+  copies.add_rate("2 kernel threads, copies eager", bench::measure([&] { halves(halves_in); }, runs), bytes, 1e-9, "GB/s",
+                  "memcpy");
+  pl::set_dma_execution(pl::DmaExecution::worker);
+  copies.add_rate("2 kernel threads, copies on the DMA worker", bench::measure([&] { halves(halves_in); }, runs), bytes, 1e-9,
+                  "GB/s", "2 kernel threads, copies eager");
+  pl::set_dma_execution(pl::DmaExecution::automatic);
+  copies.print();
+
+  pl::set_num_threads(0);
+  bench::write_json(argc, argv, {&gemm, &copies});
+  return 0;
+}
