@@ -6,25 +6,13 @@
 //   matmul [--json results.json] [--runs N]
 #include <tessera/tessera.hpp>
 
-#include <cblas.h>
-
 #include <cstdlib>
 
 #include "benchmarks/bench_util.h"
+#include "benchmarks/openblas.h"
 #include "benchmarks/seed_matmul.h"
 
 namespace pl = tessera;
-
-extern "C" void openblas_set_num_threads(int);
-
-namespace {
-
-void sgemm(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
-              a, static_cast<int>(k), b, static_cast<int>(n), 0.0f, c, static_cast<int>(n));
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
@@ -40,7 +28,7 @@ int main(int argc, char** argv) {
     pl::set_num_threads(threads);
     const std::string t = fmt::format("{} thread{}", threads, threads > 1 ? "s" : "");
     const std::string blas = "OpenBLAS sgemm f32, " + t;
-    seed.add_rate(blas, bench::measure([&] { sgemm(x32.data_as<float>(), y32.data_as<float>(), c.data(), m, k, n); }, runs),
+    seed.add_rate(blas, bench::measure([&] { bench::sgemm(x32.data_as<float>(), y32.data_as<float>(), c.data(), m, k, n); }, runs),
                   flops, 1e-9, "GFLOP/s");
     auto f32_call = bench::make_matmul(m, k, n, pl::f32, {});
     seed.add_rate("tessera f32, " + t, bench::measure([&] { f32_call(x32, y32); }, runs), flops, 1e-9, "GFLOP/s", blas);
@@ -49,7 +37,7 @@ int main(int argc, char** argv) {
                   bench::measure(
                       [&] {
                         pl::Array a = x16.astype(pl::f32), b = y16.astype(pl::f32);
-                        sgemm(a.data_as<float>(), b.data_as<float>(), c.data(), m, k, n);
+                        bench::sgemm(a.data_as<float>(), b.data_as<float>(), c.data(), m, k, n);
                       },
                       runs),
                   flops, 1e-9, "GFLOP/s");

@@ -7,47 +7,16 @@
 //   pipelines [--json results.json] [--runs N]
 #include <tessera/tessera.hpp>
 
-#include <cblas.h>
-
 #include <cstdlib>
 #include <cstring>
 
 #include "benchmarks/bench_util.h"
+#include "benchmarks/openblas.h"
 #include "benchmarks/seed_matmul.h"
 
 namespace pl = tessera;
 
-extern "C" void openblas_set_num_threads(int);
-
 namespace {
-
-constexpr int64_t kBlock = 128;
-
-void emit_gemm_kernel(pl::Ref x_hbm, pl::Ref w_hbm, pl::Ref o_hbm) {
-  const int64_t m = x_hbm.shape()[0], k = x_hbm.shape()[1], n = w_hbm.shape()[1];
-  pl::run_scoped(
-      [&](pl::Ref acc) {
-        pl::emit_pipeline(
-            [&](pl::Ref x, pl::Ref w, pl::Ref o) {
-              pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
-              acc() += pl::dot(x(), w(), pl::f32);
-              pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
-            },
-            {.grid = {m / kBlock, n / kBlock, k / kBlock},
-             .in_specs = {pl::BlockSpec({kBlock, kBlock}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); }),
-                          pl::BlockSpec({kBlock, kBlock}, [](pl::Value, pl::Value j, pl::Value kk) { return pl::idx(kk, j); })},
-             .out_specs = {pl::BlockSpec({kBlock, kBlock}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })}})(
-            x_hbm, w_hbm, o_hbm);
-      },
-      pl::VMEM({kBlock, kBlock}, pl::f32));
-}
-
-pl::PallasCall<pl::Array> make_emit_gemm(int64_t m, int64_t n, pl::DType out) {
-  return pl::pallas_call(emit_gemm_kernel,
-                         pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)},
-                                      .out_specs = {pl::BlockSpec(pl::ANY)}},
-                         pl::ShapeDtype({m, n}, out), {.name = "emit_gemm"});
-}
 
 // Sums a tall array chunk by chunk into one VMEM block, copying chunk c + 1 while adding chunk c.
 // A 3-D array is split over the grid: program i sums x[i].
@@ -68,11 +37,6 @@ void chunked_sum_kernel(pl::Ref x_hbm, pl::Ref o, pl::Ref slots, pl::Ref sems) {
   });
 }
 
-void sgemm(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
-              a, static_cast<int>(k), b, static_cast<int>(n), 0.0f, c, static_cast<int>(n));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,13 +52,13 @@ int main(int argc, char** argv) {
   std::vector<float> c(static_cast<size_t>(m * n));
   const std::string blas = "OpenBLAS sgemm f32";
   const double blas_rate =
-      gemm.add_rate(blas, bench::measure([&] { sgemm(x32.data_as<float>(), w32.data_as<float>(), c.data(), m, k, n); }, runs),
+      gemm.add_rate(blas, bench::measure([&] { bench::sgemm(x32.data_as<float>(), w32.data_as<float>(), c.data(), m, k, n); }, runs),
                     flops, 1e-9, "GFLOP/s")
           .value;
   auto grid_f32 = bench::make_matmul(m, k, n, pl::f32);
   const std::string grid_name = "pallas_call grid f32";
   gemm.add_rate(grid_name, bench::measure([&] { grid_f32(x32, w32); }, runs), flops, 1e-9, "GFLOP/s", blas);
-  auto emit_f32 = make_emit_gemm(m, n, pl::f32);
+  auto emit_f32 = bench::make_emit_gemm(m, n, pl::f32);
   const double emit_rate =
       gemm.add_rate("emit_pipeline f32", bench::measure([&] { emit_f32(x32, w32); }, runs), flops, 1e-9, "GFLOP/s", grid_name)
           .value;
@@ -102,7 +66,7 @@ int main(int argc, char** argv) {
   auto grid_bf16 = bench::make_matmul(m, k, n, pl::f32);
   const std::string grid16 = "pallas_call grid bf16 in, f32 out";
   gemm.add_rate(grid16, bench::measure([&] { grid_bf16(x16, w16); }, runs), flops, 1e-9, "GFLOP/s", blas);
-  auto emit_bf16 = make_emit_gemm(m, n, pl::f32);
+  auto emit_bf16 = bench::make_emit_gemm(m, n, pl::f32);
   gemm.add_rate("emit_pipeline bf16 in, f32 out", bench::measure([&] { emit_bf16(x16, w16); }, runs), flops, 1e-9,
                 "GFLOP/s", grid16);
   gemm.print();

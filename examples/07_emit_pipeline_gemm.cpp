@@ -5,7 +5,8 @@
 // w into VMEM (two buffers each: the next block is fetched while the current one is multiplied),
 // and writes output blocks back when the grid moves on. The accumulator is VMEM that lives only
 // while the pipeline runs, from run_scoped. This is seed 000's `_emit_gemm`, the building block of
-// its fused all-gather + GEMM kernels; here it is checked against a plain pallas_call matmul.
+// its fused all-gather + GEMM kernels; here it is checked against a plain pallas_call matmul with
+// the same body.
 //
 //   07_emit_pipeline_gemm [m k n]     (default 512 512 512)
 #include <tessera/tessera.hpp>
@@ -19,30 +20,30 @@ namespace pl = tessera;
 
 constexpr int64_t kBlock = 128;
 
-void emit_gemm_kernel(pl::Ref x_hbm, pl::Ref w_hbm, pl::Ref o_hbm) {
-  const int64_t m = x_hbm.shape()[0], k = x_hbm.shape()[1], n = w_hbm.shape()[1];
-  pl::run_scoped(
-      [&](pl::Ref acc) {
-        pl::emit_pipeline(
-            [&](pl::Ref x, pl::Ref w, pl::Ref o) {
-              pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
-              acc() += pl::dot(x(), w(), pl::f32);
-              pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
-            },
-            {.grid = {m / kBlock, n / kBlock, k / kBlock},
-             .in_specs = {pl::BlockSpec({kBlock, kBlock}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); }),
-                          pl::BlockSpec({kBlock, kBlock}, [](pl::Value, pl::Value j, pl::Value kk) { return pl::idx(kk, j); })},
-             .out_specs = {pl::BlockSpec({kBlock, kBlock}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })}})(
-            x_hbm, w_hbm, o_hbm);
-      },
-      pl::VMEM({kBlock, kBlock}, pl::f32));
-}
-
-// The plain pallas_call matmul it is checked against (example 2's kernel).
+// The body of a pallas_call matmul (example 2): it works unchanged as an emit_pipeline body.
 void matmul_kernel(pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
   pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
   acc() += pl::dot(x(), y(), pl::f32);
   pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
+}
+
+pl::BlockSpec block(int a, int b) {
+  return pl::BlockSpec({kBlock, kBlock}, [=](pl::Value i, pl::Value j, pl::Value k) {
+    pl::Value ids[] = {i, j, k};
+    return pl::idx(ids[a], ids[b]);
+  });
+}
+
+void emit_gemm_kernel(pl::Ref x_hbm, pl::Ref w_hbm, pl::Ref o_hbm) {
+  const int64_t m = x_hbm.shape()[0], k = x_hbm.shape()[1], n = w_hbm.shape()[1];
+  pl::run_scoped(
+      [&](pl::Ref acc) {
+        pl::emit_pipeline([&](pl::Ref x, pl::Ref w, pl::Ref o) { matmul_kernel(x, w, o, acc); },
+                          {.grid = {m / kBlock, n / kBlock, k / kBlock},
+                           .in_specs = {block(0, 2), block(2, 1)},
+                           .out_specs = {block(0, 1)}})(x_hbm, w_hbm, o_hbm);
+      },
+      pl::VMEM({kBlock, kBlock}, pl::f32));
 }
 
 int main(int argc, char** argv) {
@@ -55,14 +56,12 @@ int main(int argc, char** argv) {
   pl::Array x = pl::Array::random_normal({m, k}, pl::bf16, /*seed=*/7);
   pl::Array w = pl::Array::random_normal({k, n}, pl::bf16, /*seed=*/8);
 
-  auto plain = pl::pallas_call(
-      matmul_kernel,
-      pl::GridSpec{.grid = {m / kBlock, n / kBlock, k / kBlock},
-                   .in_specs = {pl::BlockSpec({kBlock, kBlock}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); }),
-                                pl::BlockSpec({kBlock, kBlock}, [](pl::Value, pl::Value j, pl::Value kk) { return pl::idx(kk, j); })},
-                   .out_specs = {pl::BlockSpec({kBlock, kBlock}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })},
-                   .scratch_shapes = {pl::VMEM({kBlock, kBlock}, pl::f32)}},
-      pl::ShapeDtype({m, n}, pl::f32));
+  auto plain = pl::pallas_call(matmul_kernel,
+                               pl::GridSpec{.grid = {m / kBlock, n / kBlock, k / kBlock},
+                                            .in_specs = {block(0, 2), block(2, 1)},
+                                            .out_specs = {block(0, 1)},
+                                            .scratch_shapes = {pl::VMEM({kBlock, kBlock}, pl::f32)}},
+                               pl::ShapeDtype({m, n}, pl::f32));
   const pl::Array reference = plain(x, w);
 
   return examples::run_in_every_backend("emit_pipeline_gemm", [&](const pl::CallOptions& options) {

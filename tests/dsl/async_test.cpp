@@ -155,25 +155,25 @@ TEST_SUITE("dsl") {
     });
   }
 
-  TEST_CASE("emit_pipeline: the seed's GEMM inside run_scoped with a VMEM accumulator matches a plain matmul") {
+  TEST_CASE("emit_pipeline: a GEMM accumulating into its output block across consecutive k steps") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
-      constexpr int64_t kM = 256, kK = 384, kN = 256, kB = 128;
+      // No accumulator: the output block stays in VMEM while k runs and is written back once.
+      constexpr int64_t kM = 128, kK = 192, kN = 64, kB = 32;
       auto kernel = [](pl::Ref x_hbm, pl::Ref w_hbm, pl::Ref o_hbm) {
-        pl::run_scoped(
-            [&](pl::Ref acc) {
-              pl::emit_pipeline(
-                  [&](pl::Ref x, pl::Ref w, pl::Ref o) {
-                    pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
-                    acc() += pl::dot(x(), w(), pl::f32);
-                    pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
-                  },
-                  {.grid = {kM / kB, kN / kB, kK / kB},
-                   .in_specs = {pl::BlockSpec({kB, kB}, [](pl::Value i, pl::Value, pl::Value k) { return pl::idx(i, k); }),
-                                pl::BlockSpec({kB, kB}, [](pl::Value, pl::Value j, pl::Value k) { return pl::idx(k, j); })},
-                   .out_specs = {pl::BlockSpec({kB, kB}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })}})(
-                  x_hbm, w_hbm, o_hbm);
+        auto by = [](int a, int b) {
+          return [=](pl::Value i, pl::Value j, pl::Value k) {
+            pl::Value ids[] = {i, j, k};
+            return pl::idx(ids[a], ids[b]);
+          };
+        };
+        pl::emit_pipeline(
+            [&](pl::Ref x, pl::Ref w, pl::Ref o) {
+              pl::when(pl::program_id(2) == 0, [&] { o() = pl::zeros_like(o); });
+              o() += pl::dot(x(), w(), pl::f32);
             },
-            pl::VMEM({kB, kB}, pl::f32));
+            {.grid = {kM / kB, kN / kB, kK / kB},
+             .in_specs = {pl::BlockSpec({kB, kB}, by(0, 2)), pl::BlockSpec({kB, kB}, by(2, 1), pl::Buffered(3))},
+             .out_specs = {pl::BlockSpec({kB, kB}, by(0, 1))}})(x_hbm, w_hbm, o_hbm);
       };
       auto call = pl::pallas_call(kernel,
                                   pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)},
