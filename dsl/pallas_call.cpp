@@ -286,11 +286,14 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
       scratch.push_back(Ref::wrap(ctx, v));
     }
 
+    std::vector<bool> whole_array(static_cast<size_t>(ni));
+    for (int k = 0; k < ni; ++k) whole_array[k] = !pa.operands[k].windowed;
     trace_pipeline(ctx, pc, std::move(pa), specs, lo, hi, arrays, [&](std::vector<Ref>& blocks) {
-      // The body's unwindowed inputs are read-only unless aliased to an output.
+      // Inputs passed whole are the caller's arrays: read-only unless aliased to an output. (Input
+      // blocks are copies the kernel may write.)
       const auto& body_args = ctx.builder().function().regions[ctx.builder().insertion_region()].args;
       for (int k = 0; k < ni; ++k)
-        if (!aliased_inputs.count(k)) ctx.read_only.insert(body_args[k]);
+        if (whole_array[k] && !aliased_inputs.count(k)) ctx.read_only.insert(body_args[k]);
       std::vector<Ref> refs = pc.prefetch;
       refs.insert(refs.end(), blocks.begin(), blocks.end());
       refs.insert(refs.end(), scratch.begin(), scratch.end());

@@ -78,6 +78,26 @@ TEST_SUITE("dsl") {
     });
   }
 
+  TEST_CASE("dma: copies between SMEM and VMEM, and a sync_copy of one element") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref table, pl::Ref o, pl::Ref row, pl::Ref sem) {
+        pl::async_copy(table.at(pl::ds(2, 4)), row, sem).wait();  // SMEM -> VMEM
+        pl::Value doubled = row() * 2;
+        row() = doubled;
+        pl::async_copy(row, table.at(pl::ds(0, 4)), sem).wait();  // VMEM -> SMEM
+        pl::sync_copy(table.at(7), table.at(6));                  // one element
+        pl::sync_copy(table, o);
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.in_specs = {pl::BlockSpec(pl::SMEM)},
+                                               .out_specs = {pl::BlockSpec(pl::SMEM)},
+                                               .scratch_shapes = {pl::VMEM({4}, pl::i32), pl::SemaphoreType::DMA}},
+                                  pl::ShapeDtype({8}, pl::i32), backend);
+      pl::Array t = pl::Array::arange(8, pl::i32);
+      CHECK(call(t).to_vector<int32_t>() == std::vector<int32_t>{4, 6, 8, 10, 4, 5, 7, 7});
+    });
+  }
+
   TEST_CASE("dma: a manual double-buffered loop prefetches the next chunk while using the current one") {
     testing::for_each_backend(
         [&](const pl::CallOptions& backend) {

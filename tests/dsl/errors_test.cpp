@@ -360,6 +360,14 @@ TEST_SUITE("errors") {
     using R = pl::Ref;
     CHECK_THROWS_WITH_AS(run([](R x, R, R buf, R dma, R, R) { pl::make_async_copy(x.at(pl::ds(0, 4)), buf, dma); }),
                          Contains("pl::make_async_copy: the source and destination differ in shape"), UserError);
+    auto dtypes = pl::pallas_call(
+        [](R x, R o, R ints, R dma) {
+          pl::async_copy(x.at(0), ints, dma);
+          o() = pl::zeros_like(o);
+        },
+        pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .scratch_shapes = {pl::VMEM({4}, pl::i32), pl::SemaphoreType::DMA}},
+        pl::ShapeDtype({4}, pl::f32), testing::interpret());
+    CHECK_THROWS_WITH_AS(dtypes(x), Contains("pl::make_async_copy: the source and destination differ in dtype"), UserError);
     CHECK_THROWS_WITH_AS(run([](R x, R o, R, R, R sem, R) { pl::async_copy(x, o, sem); }),
                          Contains("pl::make_async_copy needs a DMA semaphore, but got a regular semaphore"), UserError);
     CHECK_THROWS_WITH_AS(run([](R x, R o, R, R, R, R) { pl::async_copy(x, o, x); }),
