@@ -120,21 +120,13 @@ bool DmaEngine::Copy::touches(const std::byte* lo, const std::byte* hi) const {
 
 DmaEngine::Copy window_copy(std::byte* dst, std::vector<int64_t> dst_strides, const std::byte* src,
                             std::vector<int64_t> src_strides, std::vector<int64_t> shape, int64_t es, int64_t* sem) {
-  // Strides are positive, so a window spans from its base to its last element.
-  auto extent = [&](const std::vector<int64_t>& strides) {
-    int64_t last = 0;
-    for (size_t d = 0; d < shape.size(); ++d) last += (shape[d] - 1) * strides[d];
-    return (last + 1) * es;
-  };
   DmaEngine::Copy c;
   c.sem = sem;
   c.bytes = num_elements(shape) * es;
-  if (c.bytes > 0) {
-    c.src_lo = src;
-    c.src_hi = src + extent(src_strides);
-    c.dst_lo = dst;
-    c.dst_hi = dst + extent(dst_strides);
-  }
+  c.src_lo = src;
+  c.src_hi = src + window_extent(shape, src_strides, es);
+  c.dst_lo = dst;
+  c.dst_hi = dst + window_extent(shape, dst_strides, es);
   c.move = [=, dst_strides = std::move(dst_strides), src_strides = std::move(src_strides), shape = std::move(shape)] {
     copy_box(dst, dst_strides, src, src_strides, shape, es);
   };

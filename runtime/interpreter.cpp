@@ -26,13 +26,11 @@ const RefView& ref(const Value& v) { return std::get<RefView>(v); }
 int64_t as_int(const Value& v) { return tensor(v).item_int(); }
 int64_t* semaphore(const Value& v) { return reinterpret_cast<int64_t*>(ref(v).address(0)); }
 
-// The memory a window spans (strides are positive).
+// The memory a window spans.
 std::pair<const std::byte*, const std::byte*> extent(const RefView& r) {
   const int64_t es = dtype_size(r.buffer->dtype);
-  int64_t last = 0;
-  for (size_t d = 0; d < r.shape.size(); ++d) last += (r.shape[d] - 1) * r.strides[d];
   const std::byte* lo = r.buffer->data() + r.offset * es;
-  return {lo, num_elements(r.shape) == 0 ? lo : lo + (last + 1) * es};
+  return {lo, lo + window_extent(r.shape, r.strides, es)};
 }
 
 }  // namespace

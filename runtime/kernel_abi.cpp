@@ -184,12 +184,10 @@ int32_t block_copy(CoreContext* core, int32_t op, bool fetch, std::byte* array, 
   }
   // Asynchronous: a DMA of the block's bytes toward the semaphore; it owns copies of what it needs.
   const int64_t es = dtype_size(array_type.dtype);
-  int64_t last = 0;
-  for (size_t d = 0; d < rank; ++d) last += (array_type.shape[d] - 1) * strides[d];
   DmaEngine::Copy copy;
   copy.sem = sem;
   copy.bytes = block_type.num_elements() * es;
-  const std::byte* array_hi = array + (last + 1) * es;
+  const std::byte* array_hi = array + window_extent(array_type.shape, strides, es);
   const std::byte* block_hi = block + copy.bytes;
   copy.src_lo = fetch ? array : block;
   copy.src_hi = fetch ? array_hi : block_hi;

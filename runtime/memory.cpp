@@ -56,6 +56,15 @@ void copy_box(std::byte* dst, std::span<const int64_t> dst_strides, const std::b
   }
 }
 
+int64_t window_extent(std::span<const int64_t> shape, std::span<const int64_t> strides, int64_t es) {
+  int64_t last = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+    last += (shape[d] - 1) * strides[d];
+  }
+  return (last + 1) * es;
+}
+
 void fill_poison(const RefView& r, bool zero) {
   dispatch_dtype(r.buffer->dtype, [&]<class T>() {
     const T v = poison_value<T>(zero);

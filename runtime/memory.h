@@ -75,6 +75,9 @@ struct RefView {
 void copy_box(std::byte* dst, std::span<const int64_t> dst_strides, const std::byte* src,
               std::span<const int64_t> src_strides, std::span<const int64_t> shape, int64_t es);
 
+// How many bytes a strided window spans from its first element (strides are positive): 0 when empty.
+int64_t window_extent(std::span<const int64_t> shape, std::span<const int64_t> strides, int64_t es);
+
 // Fills the window with the poison value of its dtype (or zero).
 void fill_poison(const RefView& r, bool zero);
 
