@@ -8,14 +8,13 @@ namespace tessera {
 
 using ir::OpKind;
 
-AsyncCopyDescriptor make_async_copy(const Ref& src, const Ref& dst, const Ref& sem, std::source_location loc) {
-  const char* api = "pl::make_async_copy";
-  detail::trace_of(src, api, loc);
-  detail::trace_of(dst, api, loc);
+void detail::check_copy(const Ref& src, const Ref& dst, const char* api, SourceLoc loc) {
+  trace_of(src, api, loc);
+  trace_of(dst, api, loc);
   for (const Ref* r : {&src, &dst})
     if (r->memory_space() == MemorySpace::SEMAPHORE)
       throw UserError(fmt::format("{}: semaphores cannot be copied", api), r->describe(),
-                      "copy data refs; pass the DMA semaphore as the third argument", loc);
+                      "copy data refs; the semaphores are separate arguments", loc);
   if (src.shape() != dst.shape() || src.dtype() != dst.dtype())
     throw UserError(fmt::format("{}: the source and destination differ in {}", api,
                                 src.shape() != dst.shape() ? "shape" : "dtype"),
@@ -23,7 +22,12 @@ AsyncCopyDescriptor make_async_copy(const Ref& src, const Ref& dst, const Ref& s
                     "copy between windows of one shape and dtype: slice them with .at(pl::ds(...)) (convert dtypes "
                     "after the copy, in VMEM)",
                     loc);
-  detail::check_writable(dst, api, loc);
+  check_writable(dst, api, loc);
+}
+
+AsyncCopyDescriptor make_async_copy(const Ref& src, const Ref& dst, const Ref& sem, std::source_location loc) {
+  const char* api = "pl::make_async_copy";
+  detail::check_copy(src, dst, api, loc);
   detail::check_semaphore(sem, DType::dma_sem, api, loc);
   return AsyncCopyDescriptor(src, dst, sem, loc);
 }

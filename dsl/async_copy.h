@@ -36,6 +36,12 @@ class AsyncCopyDescriptor {
   SourceLoc loc_;  // where it was made
 };
 
+namespace detail {
+// Checks a copy's source and destination for `api`: data refs of one shape and dtype, the
+// destination writable.
+void check_copy(const Ref& src, const Ref& dst, const char* api, SourceLoc loc);
+}  // namespace detail
+
 AsyncCopyDescriptor make_async_copy(const Ref& src, const Ref& dst, const Ref& sem,
                                     std::source_location loc = std::source_location::current());
 // make_async_copy(...) and start().

@@ -17,7 +17,9 @@
 #include "jit/passes/lowering.h"
 #include "runtime/env.h"
 #include "runtime/interpreter.h"
+#include "runtime/collective.h"
 #include "runtime/launch.h"
+#include "runtime/mesh.h"
 #include "runtime/memory.h"
 #include "runtime/thread_pool.h"
 
@@ -62,6 +64,7 @@ struct Program {
   std::shared_ptr<const jit::CompiledKernel> compiled;
   std::vector<ir::DimSemantics> semantics;
   std::vector<int64_t> grid;
+  bool communicates = false;  // remote copies or signals: launches on a mesh are collective
 
   // How the grid's steps split over `cores` cores (and how many of them have any).
   struct Split {
@@ -96,6 +99,35 @@ struct Program {
   }
   mutable std::mutex arena_mutex;
   mutable std::vector<std::vector<std::unique_ptr<rt::Buffer>>> arenas;
+};
+
+// Where a launch runs on a mesh: the device (inside shard_map) and, for a kernel that communicates,
+// the group of every device's instance of it.
+struct MeshPlace {
+  rt::DeviceContext* device = nullptr;
+  std::shared_ptr<rt::LaunchGroup> group;
+};
+
+// A core's membership in its launch's group, for the core's lifetime: it joins when made, and when it
+// goes (normally or after a failure) no other device may reach it any more.
+class Membership {
+ public:
+  Membership(const MeshPlace& place, rt::CoreContext& ctx) : place_(place), core_(ctx.point.core) {
+    ctx.device = place.device;
+    if (!place.group) return;
+    ctx.group = place.group.get();
+    ctx.dma.join(ctx.group, place.device->logical, core_);
+    ctx.group->join(place.device->logical, core_, &ctx);
+  }
+  ~Membership() {
+    if (place_.group) place_.group->finish(place_.device->logical, core_);  // (again, if the backend did)
+  }
+  Membership(const Membership&) = delete;
+  Membership& operator=(const Membership&) = delete;
+
+ private:
+  const MeshPlace& place_;
+  int core_;
 };
 
 bool same_signature(const std::vector<std::pair<DType, Shape>>& sig, std::span<const Array> args) {
@@ -133,6 +165,9 @@ class CallImpl {
   }
 
   std::vector<Array> run_compiled(const Program& prog, std::span<const Array> args);
+  // The launch's place on the mesh of the current shard_map (none outside one); a kernel that
+  // communicates joins its collective group.
+  MeshPlace join_mesh(const Program& prog, int cores);
   std::vector<Array> run_interpreted(const Program& prog, std::span<const Array> args);
   // The output arrays of a launch: fresh, or copies of their aliased inputs. Fresh outputs are
   // poisoned for the interpreter (so what no block writes shows as NaN / max-int) and left as they
@@ -244,6 +279,7 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
   ir::Function fn;
   {
     TraceContext ctx(fn, name_);
+    ctx.collective_id = spec_.options.compiler_params.collective_id;
     ir::Builder& b = ctx.builder();
     PipelineContext pc{fmt::format("pallas_call `{}`", name_), spec_.loc, spec_.grid, {}, 1};
     // How each input and output reaches the body; unwindowed ones keep their memory space (ANY/HBM).
@@ -309,6 +345,8 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
   if (last_ && same_signature(last_->signature, args)) return last_;
   std::string key;
   for (const Array& a : args) key += fmt::format("{}[{}];", dtype_name(a.dtype()), fmt::join(a.shape(), ","));
+  // Kernels traced inside shard_map may depend on the mesh (axis sizes, device ids).
+  if (const rt::DeviceContext* d = rt::current_device()) key += d->mesh->str();
   if (auto it = programs_.find(key); it != programs_.end()) return last_ = it->second;
   validate(args, loc);
   auto p = std::make_shared<Program>();
@@ -333,6 +371,7 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
     p->compiled = jit::compile(p->lowered);
   }
   p->semantics = semantics();
+  p->communicates = ir::communicates(p->lowered);
   p->grid = spec_.grid;
   programs_.emplace(key, p);
   return last_ = p;
@@ -382,17 +421,29 @@ std::vector<Array> CallImpl::run_compiled(const Program& prog, std::span<const A
   // An input aliased to an output is that output's buffer.
   for (auto [in, out] : spec_.options.input_output_aliases) operands[in] = operands[np + ni + out];
 
-  rt::Launch launch(/*device=*/0);
+  rt::DeviceContext* device = rt::current_device();
+  rt::Launch launch(device ? static_cast<int>(device->logical) : 0);
   const jit::KernelEntry entry = prog.compiled->entry();
-  const Program::Split split = prog.split_for(num_threads());  // one core per thread
-  const bool worker = rt::use_dma_worker(split.active);
+  // One core per thread; on a mesh, the threads are shared by its devices.
+  const Program::Split split = prog.split_for(device ? std::max<int>(1, num_threads() / static_cast<int>(device->mesh->size()))
+                                                     : num_threads());
+  const MeshPlace place = join_mesh(prog, split.active);
+  const bool worker = rt::use_dma_worker(split.active) && !place.group;
+  const auto& params = prog.lowered.params();
   auto run_core = [&](int core) {
     const rt::StepRange range = split.ranges[core];
     if (range.lo >= range.hi) return;
     rt::CoreContext ctx(launch, core, &prog.lowered);
     ctx.allocations = prog.take_arena();
     if (worker) ctx.dma.configure(rt::DmaMode::worker, 0);
-    entry(operands, range.lo, range.hi, &ctx);
+    for (size_t k = 0; k < count; ++k) {
+      const Type& t = prog.lowered.type(params[k]);
+      ctx.add_region(-1 - static_cast<int64_t>(k), operands[k], t.num_elements() * dtype_size(t.dtype));
+    }
+    {
+      const Membership member(place, ctx);  // other devices stop reaching this core before its memory goes
+      entry(operands, range.lo, range.hi, &ctx);
+    }
     ctx.dma.stop();  // after a failure, copies may still be running into the arena
     prog.give_arena(std::move(ctx.allocations));
     if (ctx.fault) throw *ctx.fault;
@@ -420,9 +471,11 @@ std::vector<Array> CallImpl::run_interpreted(const Program& prog, std::span<cons
         buffers.emplace_back(std::make_unique<rt::Buffer>(prog.names[np + ni + o], outs[o], MemorySpace::ANY, true)).get());
   for (auto [in, out] : spec_.options.input_output_aliases) by_operand[in] = by_operand[np + ni + out];
 
-  rt::Launch launch(/*device=*/0);
+  rt::DeviceContext* device = rt::current_device();
+  rt::Launch launch(device ? static_cast<int>(device->logical) : 0);
   const Program::Split split =
       prog.split_for(spec_.options.interpret ? spec_.options.interpret->num_cores_or_threads : 1);  // simulated cores
+  const MeshPlace place = join_mesh(prog, split.active);
   rt::run_cores(launch, split.active, [&](int core) {
     const rt::StepRange range = split.ranges[core];
     if (range.lo >= range.hi) return;
@@ -434,12 +487,30 @@ std::vector<Array> CallImpl::run_interpreted(const Program& prog, std::span<cons
     if (const auto& ip = spec_.options.interpret)
       ctx.dma.configure(ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait : rt::DmaMode::eager,
                         ip->random_seed + static_cast<uint64_t>(core));
+    for (size_t k = 0; k < by_operand.size(); ++k)
+      ctx.add_region(-1 - static_cast<int64_t>(k), by_operand[k]->data(),
+                     num_elements(by_operand[k]->shape) * dtype_size(by_operand[k]->dtype));
+    const Membership member(place, ctx);
     prog.interpreter->run(ctx, std::move(params));
   });
   // The buffers wrote into storage of their own (copy-on-write); hand their arrays out.
   std::vector<Array> result;
   for (size_t o = 0; o < outs.size(); ++o) result.push_back(by_operand[np + ni + o]->array());
   return result;
+}
+
+MeshPlace CallImpl::join_mesh(const Program& prog, int cores) {
+  MeshPlace place{rt::current_device(), nullptr};
+  if (!prog.communicates) return place;
+  if (!place.device)
+    throw UserError(fmt::format("pallas_call `{}` talks to other devices but runs outside a mesh", name_),
+                    "a kernel with remote copies or signals called outside pl::shard_map",
+                    "call it inside pl::shard_map(f, mesh, in_specs, out_specs)", spec_.loc);
+  rt::random_delay();
+  place.group = place.device->run->join(place.device->collective_launches++,
+                                        rt::LaunchKey{name_, spec_.options.compiler_params.collective_id, spec_.loc},
+                                        place.device->logical, cores);
+  return place;
 }
 
 const CallOptions& call_options(const CallImpl& call) { return call.options(); }

@@ -8,22 +8,10 @@ using ir::OpKind;
 
 namespace {
 
-// An amount to signal or wait for: an integer scalar, as i32.
-Value amount(const Operand& v, const char* api, SourceLoc loc) {
-  if (v.is_literal() && v.literal().is_float)
-    throw UserError(fmt::format("{}: the amount must be an integer", api), fmt::format("{}", v.literal().f),
-                    "pass an integer (a count of signals)", loc);
-  Value a = v.materialize(DType::i32);
-  if (!a.is_scalar() || !is_int(a.dtype()))
-    throw UserError(fmt::format("{}: the amount must be an integer scalar", api), detail::describe(a),
-                    "pass an i32 scalar (cast with .astype(pl::i32))", loc);
-  return detail::cast_to(a, DType::i32, loc);
-}
-
 void update(OpKind kind, const Ref& sem, const Operand& v, const char* api, SourceLoc loc) {
   detail::check_semaphore(sem, DType::sem, api, loc);
   auto& ctx = detail::TraceContext::current(api, loc);
-  Value a = amount(v, api, loc);
+  Value a = detail::i32_scalar(v, api, "the amount", "a count of signals", loc);
   ctx.check_visible(a.id(), api, loc);
   ctx.emit(kind, {sem.id(), a.id()}, {}, {}, loc);
 }

@@ -230,6 +230,10 @@ struct CompilerParams {
   std::vector<DimensionSemantics> dimension_semantics;
   // Per-core VMEM capacity (default 64 MiB).
   std::optional<int64_t> vmem_limit_bytes;
+  // Names a collective kernel's communication pattern: it gets a barrier semaphore
+  // (pl::get_barrier_semaphore) instead of the implicit barrier at entry. Every device must launch
+  // its collective kernels with the same ids in the same order.
+  std::optional<int64_t> collective_id;
 };
 
 enum class UninitializedMemory { nan, zero };

@@ -5,6 +5,7 @@
 // Front-end layer (dsl/), internal: users reach it only through Value, Ref and the DSL functions.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,9 @@ class TraceContext {
   std::set<ir::ValueId> read_only;
   // Numbers emit_pipeline's nested pipelines (the kernel's own grid is 0).
   int64_t pipelines = 0;
+  // The call's collective_id, and the barrier semaphore once a kernel asked for it.
+  std::optional<int64_t> collective_id;
+  ir::ValueId barrier_semaphore = ir::kNone;
 
  private:
   struct OpenRegion {

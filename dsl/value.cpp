@@ -68,6 +68,17 @@ SourceLoc loc_of(const Value& v) {
   return def ? def->loc : SourceLoc{};
 }
 
+Value i32_scalar(const Operand& o, const char* api, const char* what, const char* example, SourceLoc loc) {
+  if (o.is_literal() && o.literal().is_float)
+    throw UserError(fmt::format("{}: {} must be an integer", api, what), fmt::format("{}", o.literal().f),
+                    fmt::format("pass an integer, e.g. {}", example), loc);
+  Value v = o.materialize(DType::i32);
+  if (!v.is_scalar() || !is_int(v.dtype()))
+    throw UserError(fmt::format("{}: {} must be an integer scalar", api, what), describe(v),
+                    fmt::format("pass an i32 scalar, e.g. {} (cast with .astype(pl::i32))", example), loc);
+  return cast_to(v, DType::i32, loc);
+}
+
 Value cast_to(const Value& v, DType dtype, SourceLoc loc) {
   if (v.dtype() == dtype) return v;
   auto& ctx = TraceContext::current("astype", loc);

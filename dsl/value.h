@@ -200,6 +200,9 @@ void check_live(const Value& v, SourceLoc loc);
 // Brings both operands to one dtype (JAX promotion, weak literals) and one shape (numpy broadcasting).
 std::pair<Value, Value> unify(const Operand& a, const Operand& b, std::string_view api);
 Value cast_to(const Value& v, DType dtype, SourceLoc loc);
+// An integer scalar argument `what` of `api` as i32 (literals too); a UserError otherwise, suggesting
+// `example`.
+Value i32_scalar(const Operand& o, const char* api, const char* what, const char* example, SourceLoc loc);
 Value broadcast_value(const Value& v, const Shape& shape, std::string_view api, SourceLoc loc);
 // numpy broadcasting of two shapes, or nullopt when they do not broadcast.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);

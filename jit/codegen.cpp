@@ -96,8 +96,16 @@ class Emitter {
     pending_.emplace_back();
     emit_region(fn_.body);
     b_.CreateRetVoid();
-    // The entry block holds every allocation; if one failed, stop before the body.
-    check(entry_b_, entry_b_.CreateCall(rt_failed_, {core_}), body_);
+    // The entry block holds every allocation; if one failed, stop before the body. A kernel that talks
+    // to other devices then tells its collective launch that its memory is there.
+    if (ir::communicates(fn_)) {
+      llvm::BasicBlock* allocated = llvm::BasicBlock::Create(ctx_, "allocated", f_, body_);
+      check(entry_b_, entry_b_.CreateCall(rt_failed_, {core_}), allocated);
+      entry_b_.SetInsertPoint(allocated);
+      check(entry_b_, entry_b_.CreateCall(rt_ready_, {core_}), body_);
+    } else {
+      check(entry_b_, entry_b_.CreateCall(rt_failed_, {core_}), body_);
+    }
     std::string errors;
     llvm::raw_string_ostream os(errors);
     if (llvm::verifyFunction(*f_, &os))
@@ -114,7 +122,9 @@ class Emitter {
         case OpKind::DmaWait:
         case OpKind::SemaphoreSignal:
         case OpKind::SemaphoreWait:
-        case OpKind::SemaphoreRead: tracks_copies_ = true; break;
+        case OpKind::SemaphoreRead:
+        case OpKind::RemoteDmaStart:
+        case OpKind::RemoteSemaphoreSignal: tracks_copies_ = true; break;
         case OpKind::Alloc: tracks_copies_ |= is_semaphore(fn_.type(op.results[0]).dtype); break;
         default: break;
       }
@@ -149,6 +159,10 @@ class Emitter {
     rt_sem_wait_ = declare("tessera_rt_semaphore_wait", i32, {ptr, i32, ptr, i32});
     rt_sem_read_ = declare("tessera_rt_semaphore_read", i32, {ptr, ptr});
     rt_pipeline_begin_ = declare("tessera_rt_pipeline_begin", b_.getVoidTy(), {ptr, i32});
+    rt_ready_ = declare("tessera_rt_ready", i32, {ptr});
+    rt_remote_dma_ = declare("tessera_rt_remote_dma_start", i32, {ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr});
+    rt_remote_signal_ = declare("tessera_rt_remote_signal", i32, {ptr, i32, ptr, i32, ptr});
+    rt_axis_index_ = declare("tessera_rt_axis_index", i32, {ptr, i32});
     rt_view_fault_ = declare("tessera_rt_view_fault", b_.getVoidTy(), {ptr, i32, i32, i64});
     rt_block_view_fault_ = declare("tessera_rt_block_view_fault", b_.getVoidTy(), {ptr, i32, ptr});
     rt_print_ = declare("tessera_rt_debug_print", b_.getVoidTy(), {ptr, i32, ptr});
@@ -514,6 +528,15 @@ class Emitter {
       check(b_.CreateCall(rt_release_, {core_, b_.getInt32(static_cast<int32_t>(*it)), ref(fn_.ops[*it].results[0]).base}));
   }
 
+  // The device operands of a remote op (from `first` on) as an i32 array on the stack.
+  llvm::Value* device_operands(const ir::Op& op, size_t first) {
+    const size_t n = op.operands.size() - first;
+    llvm::Value* ids = entry_alloca(b_.getInt32Ty(), static_cast<int64_t>(n));
+    for (size_t i = 0; i < n; ++i)
+      b_.CreateStore(tensor(op.operands[first + i]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), ids, b_.getInt64(i)));
+    return ids;
+  }
+
   // A constant array of i64 in the module (strides the runtime needs).
   llvm::Value* i64_array(const std::vector<int64_t>& values) {
     std::vector<llvm::Constant*> elems;
@@ -702,6 +725,27 @@ class Emitter {
       case OpKind::SemaphoreRead:
         used(op);
         set_scalar(op.results[0], DType::i32, b_.CreateCall(rt_sem_read_, {core_, ref(op.operands[0]).base}));
+        return;
+      case OpKind::RemoteDmaStart: {
+        const RefCg& src = ref(op.operands[0]);
+        const RefCg& dst = ref(op.operands[1]);
+        flush_readers(dst.root);  // the target may be this device
+        std::vector<int64_t> strides = src.strides;
+        strides.insert(strides.end(), dst.strides.begin(), dst.strides.end());
+        check(b_.CreateCall(rt_remote_dma_, {core_, b_.getInt32(static_cast<int32_t>(id)), src.base, dst.base,
+                                             ref(op.operands[2]).base, ref(op.operands[3]).base, i64_array(strides),
+                                             device_operands(op, 4)}));
+        used(op);
+        return;
+      }
+      case OpKind::RemoteSemaphoreSignal:
+        check(b_.CreateCall(rt_remote_signal_, {core_, b_.getInt32(static_cast<int32_t>(id)), ref(op.operands[0]).base,
+                                                tensor(op.operands[1]).scalar, device_operands(op, 2)}));
+        used(op);
+        return;
+      case OpKind::AxisIndex:
+        set_scalar(op.results[0], DType::i32,
+                   b_.CreateCall(rt_axis_index_, {core_, b_.getInt32(static_cast<int32_t>(std::get<int64_t>(op.attr)))}));
         return;
       case OpKind::PipelineBegin:
         b_.CreateCall(rt_pipeline_begin_, {core_, b_.getInt32(static_cast<int32_t>(id))});
@@ -1307,8 +1351,8 @@ class Emitter {
   std::vector<std::vector<ValueId>> pending_;  // per open region: tensors that read memory
   bool tracks_copies_ = false;  // the kernel has DMAs or semaphores: allocations are released at region ends
   llvm::FunctionCallee rt_grid_point_, rt_failed_, rt_alloc_, rt_release_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_,
-      rt_dma_start_, rt_dma_wait_, rt_sem_signal_, rt_sem_wait_, rt_sem_read_, rt_pipeline_begin_, rt_view_fault_,
-      rt_block_view_fault_, rt_print_;
+      rt_dma_start_, rt_dma_wait_, rt_sem_signal_, rt_sem_wait_, rt_sem_read_, rt_pipeline_begin_, rt_ready_,
+      rt_remote_dma_, rt_remote_signal_, rt_axis_index_, rt_view_fault_, rt_block_view_fault_, rt_print_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "runtime/collective.h"
 #include "runtime/env.h"
 #include "runtime/memory.h"
 
@@ -142,6 +143,13 @@ void DmaEngine::configure(DmaMode mode, uint64_t seed) {
   if (mode == DmaMode::worker && !shared_) shared_ = std::make_unique<Shared>();
 }
 
+void DmaEngine::join(LaunchGroup* group, int64_t device, int core) {
+  group_ = group;
+  device_ = device;
+  core_ = core;
+  if (mode_ == DmaMode::worker) mode_ = DmaMode::eager;
+}
+
 void DmaEngine::add_semaphores(const int64_t* base, int64_t count, DType kind, std::string name, bool kernel_lifetime) {
   std::erase_if(named_, [&](const Named& n) { return n.base == base; });
   named_.push_back(Named{base, count, kind, std::move(name), kernel_lifetime});
@@ -202,19 +210,30 @@ void DmaEngine::wait(int64_t* sem, int64_t value, bool dma, SourceLoc loc) {
   };
   switch (mode_) {
     case DmaMode::eager:
-      if (!take()) deadlock(sem, value, value_of(sem), dma, loc);
-      return;
     case DmaMode::on_wait:
-      // Complete the copies toward this semaphore one at a time, in a seeded random order.
       while (!take()) {
+        // on_wait: complete the copies toward this semaphore one at a time, in a seeded random order.
         std::vector<size_t> candidates;
         for (size_t i = 0; i < pending_.size(); ++i)
           if (pending_[i].sem == sem) candidates.push_back(i);
-        if (candidates.empty()) deadlock(sem, value, value_of(sem), dma, loc);
-        const size_t pick = candidates[splitmix64(seed_ ^ (draws_++ * 0x2545f4914f6cdd1dull)) % candidates.size()];
-        Copy copy = std::move(pending_[pick]);
-        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(pick));
-        apply(copy);
+        if (!candidates.empty()) {
+          const size_t pick = candidates[splitmix64(seed_ ^ (draws_++ * 0x2545f4914f6cdd1dull)) % candidates.size()];
+          Copy copy = std::move(pending_[pick]);
+          pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(pick));
+          apply(copy);
+          continue;
+        }
+        if (!group_) deadlock(sem, value, value_of(sem), dma, loc);
+        // Another device may still signal it: block in the group, which knows when none can.
+        std::unique_lock lock(group_->mutex());
+        group_->wait(
+            lock, device_, core_, [&] { return value_of(sem) >= value; },
+            [&] {
+              return BlockedOn{fmt::format("{} on {}", dma ? "DMA wait" : "semaphore_wait", describe(sem)), loc,
+                               value_of(sem), value, dma ? " bytes" : ""};
+            });
+        counter(sem).fetch_sub(value);
+        return;
       }
       return;
     case DmaMode::worker: {

@@ -30,6 +30,8 @@
 
 namespace tessera::rt {
 
+class LaunchGroup;
+
 enum class DmaMode : uint8_t { eager, on_wait, worker };
 
 class DmaEngine {
@@ -56,6 +58,9 @@ class DmaEngine {
   // Set before the kernel starts.
   void configure(DmaMode mode, uint64_t seed);
   DmaMode mode() const { return mode_; }
+  // In a collective launch: waits block in the group (other devices may signal), which reports
+  // deadlocks across devices. Copies run eagerly or on_wait, not on the worker.
+  void join(LaunchGroup* group, int64_t device, int core);
 
   // Names `count` semaphores at `base` for messages, as they are allocated. `kernel_lifetime`: they
   // live until the kernel ends (scratch), else until their run_scoped region ends.
@@ -94,6 +99,9 @@ class DmaEngine {
   [[noreturn]] void deadlock(const int64_t* sem, int64_t value, int64_t have, bool dma, SourceLoc loc) const;
 
   DmaMode mode_ = DmaMode::eager;
+  LaunchGroup* group_ = nullptr;
+  int64_t device_ = 0;
+  int core_ = 0;
   uint64_t seed_ = 0;
   uint64_t draws_ = 0;         // random choices made so far (on_wait)
   std::vector<Named> named_;

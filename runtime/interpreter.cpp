@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <map>
 #include <memory>
 
 #include "dsl/ir/printer.h"
@@ -15,8 +16,11 @@ using ir::OpKind;
 struct Interpreter::Frame {
   CoreContext& ctx;
   std::vector<Value> env;  // by ValueId
-  // Alloc'd buffers with the op that made them, freed with their region.
-  std::vector<std::pair<std::unique_ptr<Buffer>, const ir::Op*>> buffers;
+  // The storage of every alloc op, made when the kernel starts (as compiled code does, so that other
+  // devices can address it at once); an alloc op re-poisons it each time it runs.
+  std::map<ir::OpId, std::unique_ptr<Buffer>> storage;
+  // The allocs of the open regions, innermost last: released when their region ends.
+  std::vector<const ir::Op*> live;
 };
 
 namespace {
@@ -38,14 +42,37 @@ std::pair<const std::byte*, const std::byte*> extent(const RefView& r) {
 Interpreter::Interpreter(const ir::Function& fn, InterpretOptions options) : fn_(fn), options_(options) {}
 
 void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
-  Frame frame{ctx, std::vector<Value>(fn_.values.size()), {}};
+  Frame frame{ctx, std::vector<Value>(fn_.values.size()), {}, {}};
+  for (ir::OpId id = 0; id < fn_.ops.size(); ++id) {
+    const ir::Op& op = fn_.ops[id];
+    if (op.kind != OpKind::Alloc) continue;
+    const Type& t = fn_.type(op.results[0]);
+    std::unique_ptr<Buffer> b;
+    try {
+      b = make_buffer(std::get<std::string>(op.attr), t.dtype, t.shape, t.space, options_.zero_uninitialized);
+    } catch (const std::bad_alloc&) {
+      throw RuntimeError("out of memory while running the kernel", ctx.point, op.loc);
+    }
+    ctx.add_region(static_cast<int64_t>(id), b->data(), t.num_elements() * dtype_size(t.dtype));
+    frame.storage.emplace(id, std::move(b));
+  }
+  // Other devices stop reaching this core before its storage goes with the frame.
+  struct Finish {
+    CoreContext& ctx;
+    ~Finish() { collective_finish(ctx); }
+  } finish{ctx};
+  try {
+    collective_ready(ctx);
+  } catch (const Fault& f) {
+    throw RuntimeError(f.what(), ctx.point, ctx.group ? ctx.group->key().loc : SourceLoc{});
+  }
   exec_region(frame, fn_.body, std::move(params));
 }
 
 std::vector<Value> Interpreter::exec_region(Frame& frame, ir::RegionId region, std::vector<Value> args) const {
   const ir::Region& r = fn_.regions[region];
   for (size_t i = 0; i < r.args.size(); ++i) frame.env[r.args[i]] = std::move(args[i]);
-  const size_t buffers_before = frame.buffers.size();
+  const size_t live_before = frame.live.size();
   std::vector<Value> yielded;
   for (ir::OpId id : r.ops) {
     const ir::Op& op = fn_.ops[id];
@@ -62,17 +89,24 @@ std::vector<Value> Interpreter::exec_region(Frame& frame, ir::RegionId region, s
     }
   }
   // Allocations end with their region: their copies complete and their semaphores must be zero.
-  while (frame.buffers.size() > buffers_before) {
-    auto& [buffer, alloc] = frame.buffers.back();
-    auto [lo, hi] = extent(RefView::whole(*buffer));
+  while (frame.live.size() > live_before) {
+    const ir::Op* alloc = frame.live.back();
+    frame.live.pop_back();
+    auto [lo, hi] = extent(RefView::whole(*frame.storage.at(static_cast<ir::OpId>(alloc - fn_.ops.data()))));
     try {
-      frame.ctx.dma.release(lo, hi, /*forget=*/true);
+      frame.ctx.dma.release(lo, hi, /*forget=*/false);
     } catch (const Fault& f) {
       throw RuntimeError(f.what(), frame.ctx.point, alloc->loc);
     }
-    frame.buffers.pop_back();
   }
   return yielded;
+}
+
+int64_t Interpreter::target(Frame& frame, const ir::Op& op, size_t first) const {
+  if (!frame.ctx.device) throw Fault("a remote copy or signal outside a mesh: run the kernel inside pl::shard_map");
+  std::vector<int64_t> ids;
+  for (size_t i = first; i < op.operands.size(); ++i) ids.push_back(as_int(frame.env[op.operands[i]]));
+  return target_device(*frame.ctx.device->mesh, ids, std::get<ir::DeviceAttr>(op.attr).logical);
 }
 
 void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
@@ -147,14 +181,31 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       return;
     case OpKind::Alloc: {
       const Type& t = result_type();
-      auto& buffer = frame.buffers.emplace_back(
-          make_buffer(std::get<std::string>(op.attr), t.dtype, t.shape, t.space, options_.zero_uninitialized), &op).first;
+      Buffer& buffer = *frame.storage.at(static_cast<ir::OpId>(&op - fn_.ops.data()));
+      // The kernel's own allocations are fresh from its start (and other devices may have written them
+      // since); a nested region's start afresh each time the region runs.
+      if (op.parent != fn_.body) fill_poison(RefView::whole(buffer), options_.zero_uninitialized || is_semaphore(t.dtype));
       if (is_semaphore(t.dtype))
-        frame.ctx.dma.add_semaphores(reinterpret_cast<const int64_t*>(buffer->data()), t.num_elements(), t.dtype,
-                                     buffer->name, op.parent == fn_.body);
-      set(RefView::whole(*buffer));
+        frame.ctx.dma.add_semaphores(reinterpret_cast<const int64_t*>(buffer.data()), t.num_elements(), t.dtype,
+                                     buffer.name, op.parent == fn_.body);
+      frame.live.push_back(&op);
+      set(RefView::whole(buffer));
       return;
     }
+    case OpKind::RemoteDmaStart: {
+      const RefView& src = ref(in(0));
+      const RefView& dst = ref(in(1));
+      remote_copy(frame.ctx, src.read_address(0), src.strides, dst.read_address(0), dst.strides, src.shape,
+                  dtype_size(src.buffer->dtype), semaphore(in(2)), semaphore(in(3)), target(frame, op, 4), op.loc);
+      return;
+    }
+    case OpKind::RemoteSemaphoreSignal:
+      remote_signal(frame.ctx, semaphore(in(0)), as_int(in(1)), target(frame, op, 2), op.loc);
+      return;
+    case OpKind::AxisIndex:
+      set(Array::scalar(static_cast<double>(frame.ctx.device->coords.at(static_cast<size_t>(std::get<int64_t>(op.attr)))),
+                        DType::i32));
+      return;
     case OpKind::Scope: {
       std::vector<Value> results = exec_region(frame, op.regions[0], {});
       for (size_t i = 0; i < op.results.size(); ++i) env[op.results[i]] = std::move(results[i]);

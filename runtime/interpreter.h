@@ -36,6 +36,8 @@ class Interpreter {
   struct Frame;
   std::vector<Value> exec_region(Frame& frame, ir::RegionId region, std::vector<Value> args) const;
   void exec_op(Frame& frame, const ir::Op& op) const;
+  // The logical id of the device a remote op's operands from `first` on name.
+  int64_t target(Frame& frame, const ir::Op& op, size_t first) const;
 
   const ir::Function& fn_;
   InterpretOptions options_;

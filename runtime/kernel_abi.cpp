@@ -46,6 +46,8 @@ std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols() {
       TESSERA_ABI(tessera_rt_dma_start),       TESSERA_ABI(tessera_rt_dma_wait),
       TESSERA_ABI(tessera_rt_semaphore_signal), TESSERA_ABI(tessera_rt_semaphore_wait),
       TESSERA_ABI(tessera_rt_semaphore_read),  TESSERA_ABI(tessera_rt_pipeline_begin),
+      TESSERA_ABI(tessera_rt_ready),           TESSERA_ABI(tessera_rt_remote_dma_start),
+      TESSERA_ABI(tessera_rt_remote_signal),   TESSERA_ABI(tessera_rt_axis_index),
       TESSERA_ABI(tessera_rt_view_fault),      TESSERA_ABI(tessera_rt_block_view_fault),
       TESSERA_ABI(tessera_rt_debug_print),
   };
@@ -99,6 +101,7 @@ extern "C" void* tessera_rt_alloc(CoreContext* core, int32_t op) {
     });
     const bool semaphores = tessera::is_semaphore(t.dtype);
     if (!made) tessera::rt::fill_poison(tessera::rt::RefView::whole(b), core->zero_uninitialized || semaphores);
+    core->add_region(op, b.data(), t.num_elements() * tessera::dtype_size(t.dtype));
     if (semaphores)
       core->dma.add_semaphores(reinterpret_cast<const int64_t*>(b.data()), t.num_elements(), t.dtype, b.name,
                                o.parent == core->fn->body);
@@ -258,6 +261,50 @@ extern "C" int32_t tessera_rt_semaphore_wait(CoreContext* core, int32_t op, int6
 
 extern "C" int32_t tessera_rt_semaphore_read(CoreContext* core, int64_t* sem) {
   return static_cast<int32_t>(core->dma.read(sem));
+}
+
+extern "C" int32_t tessera_rt_ready(CoreContext* core) {
+  return tessera::rt::guarded(core, -1, int32_t{1}, [&] {
+    tessera::rt::collective_ready(*core);
+    return int32_t{0};
+  });
+}
+
+namespace tessera::rt {
+namespace {
+int64_t target_of(CoreContext* core, const ir::Op& op, size_t first, const int32_t* device) {
+  if (!core->device) throw Fault("a remote copy or signal outside a mesh: run the kernel inside pl::shard_map");
+  const std::vector<int64_t> ids(device, device + (op.operands.size() - first));
+  return target_device(*core->device->mesh, ids, std::get<ir::DeviceAttr>(op.attr).logical);
+}
+}  // namespace
+}  // namespace tessera::rt
+
+extern "C" int32_t tessera_rt_remote_dma_start(CoreContext* core, int32_t op, const void* src, const void* dst,
+                                               int64_t* send_sem, int64_t* recv_sem, const int64_t* strides,
+                                               const int32_t* device) {
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] {
+    const tessera::ir::Op& o = core->fn->ops[op];
+    const tessera::Type& t = core->fn->type(o.operands[0]);
+    const size_t rank = t.shape.size();
+    tessera::rt::remote_copy(*core, static_cast<const std::byte*>(src), std::span<const int64_t>(strides, rank),
+                             static_cast<const std::byte*>(dst), std::span<const int64_t>(strides + rank, rank), t.shape,
+                             tessera::dtype_size(t.dtype), send_sem, recv_sem, tessera::rt::target_of(core, o, 4, device),
+                             o.loc);
+    return int32_t{0};
+  });
+}
+
+extern "C" int32_t tessera_rt_remote_signal(CoreContext* core, int32_t op, int64_t* sem, int32_t inc, const int32_t* device) {
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] {
+    const tessera::ir::Op& o = core->fn->ops[op];
+    tessera::rt::remote_signal(*core, sem, inc, tessera::rt::target_of(core, o, 2, device), o.loc);
+    return int32_t{0};
+  });
+}
+
+extern "C" int32_t tessera_rt_axis_index(CoreContext* core, int32_t axis) {
+  return core->device ? static_cast<int32_t>(core->device->coords.at(static_cast<size_t>(axis))) : 0;
 }
 
 extern "C" void tessera_rt_pipeline_begin(CoreContext* core, int32_t op) {

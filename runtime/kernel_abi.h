@@ -56,6 +56,16 @@ int32_t tessera_rt_semaphore_wait(tessera::rt::CoreContext* core, int32_t op, in
 int32_t tessera_rt_semaphore_read(tessera::rt::CoreContext* core, int64_t* sem);
 // A pipeline_begin op.
 void tessera_rt_pipeline_begin(tessera::rt::CoreContext* core, int32_t op);
+// The kernel's allocations are made (called once, after them, by kernels that communicate).
+int32_t tessera_rt_ready(tessera::rt::CoreContext* core);
+// remote_dma_start / remote_semaphore_signal ops; device: the op's device operands (i32 each);
+// strides: the source's, then the destination's.
+int32_t tessera_rt_remote_dma_start(tessera::rt::CoreContext* core, int32_t op, const void* src, const void* dst,
+                                    int64_t* send_sem, int64_t* recv_sem, const int64_t* strides, const int32_t* device);
+int32_t tessera_rt_remote_signal(tessera::rt::CoreContext* core, int32_t op, int64_t* sem, int32_t inc,
+                                 const int32_t* device);
+// This device's coordinate along mesh axis `axis`.
+int32_t tessera_rt_axis_index(tessera::rt::CoreContext* core, int32_t axis);
 // Records that block_view op `op` starts outside its array (starts: one i32 per dim).
 void tessera_rt_block_view_fault(tessera::rt::CoreContext* core, int32_t op, const int32_t* starts);
 // Records that view op `op` is out of bounds in dimension `dim` at `start`.

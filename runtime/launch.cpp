@@ -60,6 +60,16 @@ bool Launch::record_writeback(int64_t operand, std::span<const int64_t> starts) 
   return written_.insert(std::move(key)).second;
 }
 
+void CoreContext::add_region(int64_t key, const void* data, int64_t bytes) {
+  const auto* lo = static_cast<const std::byte*>(data);
+  for (MemoryRegion& r : regions)
+    if (r.key == key) {
+      r = MemoryRegion{key, lo, lo + bytes};
+      return;
+    }
+  regions.push_back(MemoryRegion{key, lo, lo + bytes});
+}
+
 void begin_pipeline(CoreContext& core, int64_t id) { core.nested_writebacks[id].clear(); }
 
 void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts) {

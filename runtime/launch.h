@@ -21,6 +21,7 @@
 
 #include "dsl/ir/diagnostics.h"
 #include "dsl/ir/ir.h"
+#include "runtime/collective.h"
 #include "runtime/dma_engine.h"
 #include "runtime/memory.h"
 
@@ -69,6 +70,14 @@ class Launch {
 // One core's state while it runs a kernel. Errors report `point`. Compiled kernels also keep here
 // the lowered IR (their calls into the runtime name ops by index), their allocations, and the first
 // failure, which the host throws after the kernel returned.
+// A piece of a core's memory that remote copies and signals can address: an operand (key -1 - k) or
+// an allocation (key: its alloc op). The same key names the corresponding memory on every device.
+struct MemoryRegion {
+  int64_t key;
+  const std::byte* lo;
+  const std::byte* hi;
+};
+
 struct CoreContext {
   CoreContext(Launch& l, int core, const ir::Function* f = nullptr) : launch(l), point{l.device(), core, {}, {}}, fn(f) {}
 
@@ -83,6 +92,11 @@ struct CoreContext {
   std::optional<RuntimeError> fault;
   // Blocks written back by the current run of each nested pipeline (emit_pipeline), by pipeline id.
   std::map<int64_t, std::unordered_set<std::string>> nested_writebacks;
+  // On a mesh: the device, and the group of a collective launch (DESIGN.md §4b).
+  const DeviceContext* device = nullptr;
+  LaunchGroup* group = nullptr;
+  std::vector<MemoryRegion> regions;
+  void add_region(int64_t key, const void* data, int64_t bytes);
   // Declared last, so that it stops (waits for its copies) before the memory above goes away.
   DmaEngine dma;
 };

@@ -8,13 +8,14 @@
 
 namespace tessera::rt {
 
-namespace {
-
 std::vector<int64_t> row_major_strides(const Shape& s) {
   std::vector<int64_t> st(s.size(), 1);
   for (int64_t d = static_cast<int64_t>(s.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * s[d + 1];
   return st;
 }
+
+namespace {
+
 
 bool is_contiguous(const RefView& r) { return r.strides == row_major_strides(r.shape); }
 

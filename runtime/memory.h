@@ -71,6 +71,9 @@ struct RefView {
   std::byte* address(int64_t element_offset) const;  // faults on read-only buffers
 };
 
+// The strides (in elements) of a row-major array of `shape`.
+std::vector<int64_t> row_major_strides(const Shape& shape);
+
 // Copies a box of `shape` elements of `es` bytes between two strided layouts (strides in elements).
 void copy_box(std::byte* dst, std::span<const int64_t> dst_strides, const std::byte* src,
               std::span<const int64_t> src_strides, std::span<const int64_t> shape, int64_t es);

@@ -26,4 +26,10 @@ std::string_view dim_semantics_name(DimSemantics s) {
   return "?";
 }
 
+bool communicates(const Function& fn) {
+  for (const Op& op : fn.ops)
+    if (op.kind == OpKind::RemoteDmaStart || op.kind == OpKind::RemoteSemaphoreSignal) return true;
+  return false;
+}
+
 }  // namespace tessera::ir

@@ -114,12 +114,19 @@ struct BlockCopyAttr {
   bool operator==(const BlockCopyAttr&) const = default;
 };
 
+// How a remote op names its target device: by mesh coordinates (one operand per mesh axis) or by a
+// logical id (one operand).
+struct DeviceAttr {
+  bool logical = false;
+  bool operator==(const DeviceAttr&) const = default;
+};
+
 using Attr = std::variant<std::monostate,
                           Literal,                // constant
                           int64_t,                // program_id, num_programs, iota: axis; dma_wait: bytes; ...
                           std::vector<int64_t>,   // transpose: perm; reductions: axes
                           std::string,            // alloc: purpose; debug_print: format
-                          ViewAttr, DotAttr, PipelineAttr, BlockCopyAttr>;
+                          ViewAttr, DotAttr, PipelineAttr, BlockCopyAttr, DeviceAttr>;
 
 // ---- ops, regions, values -----------------------------------------------------------------------
 
@@ -164,5 +171,9 @@ struct Function {
     return d == kNone ? nullptr : &ops.at(d);
   }
 };
+
+// Whether the kernel talks to other devices (remote copies or signals): its launches on a mesh are
+// collective.
+bool communicates(const Function& fn);
 
 }  // namespace tessera::ir

@@ -63,6 +63,7 @@ std::string attr_str(const Attr& attr) {
       }
       return s;
     }
+    std::string operator()(const DeviceAttr& d) const { return d.logical ? "logical" : "mesh"; }
     std::string operator()(const BlockCopyAttr& b) const {
       return fmt::format("\"{}\"{}{}", b.name, b.pipeline > 0 ? fmt::format(" #{}", b.pipeline) : "",
                          b.aliased ? " aliased" : "");
@@ -291,6 +292,9 @@ class Printer {
         case OpKind::Iota: key = "axis="; break;
         case OpKind::Transpose: key = "perm="; break;
         case OpKind::DmaWait: key = "bytes="; break;
+        case OpKind::AxisIndex: key = "axis="; break;
+        case OpKind::RemoteDmaStart:
+        case OpKind::RemoteSemaphoreSignal: key = "device="; break;
         case OpKind::PipelineBegin: key = "#"; break;
         case OpKind::ReduceSum:
         case OpKind::ReduceMax:

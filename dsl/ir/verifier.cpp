@@ -89,6 +89,26 @@ class Verifier {
     }
   }
 
+  // Operands 0 and 1 are a copy's source and destination: data refs of one shape and dtype.
+  void expect_copy(OpId id) {
+    const Op& o = fn_.ops[id];
+    const Type& src = t(o.operands[0]);
+    const Type& dst = t(o.operands[1]);
+    check(src.is_ref() && dst.is_ref() && src.shape == dst.shape && src.dtype == dst.dtype, id,
+          "source and destination must be refs of one shape and dtype");
+    check(src.space != MemorySpace::SEMAPHORE && dst.space != MemorySpace::SEMAPHORE, id, "semaphores are not copied");
+  }
+
+  // Operands from `first` on name a device: i32 scalars, one logical id or one coordinate per mesh axis.
+  void expect_device(OpId id, size_t first) {
+    const Op& o = fn_.ops[id];
+    const auto* d = std::get_if<DeviceAttr>(&o.attr);
+    check(d != nullptr, id, "needs a device attribute");
+    check(!d->logical || o.operands.size() == first + 1, id, "a logical device id is one operand");
+    for (size_t i = first; i < o.operands.size(); ++i)
+      check(t(o.operands[i]) == Type::scalar(DType::i32), id, "device coordinates are i32 scalars");
+  }
+
   // Operand i must be one semaphore (a rank-0 ref in SEMAPHORE) of `kind` (either kind when unset).
   void expect_semaphore(OpId id, size_t i, std::optional<DType> kind) {
     const Type& s = t(fn_.ops[id].operands.at(i));
@@ -277,16 +297,11 @@ class Verifier {
           check(t(y->operands[i]) == result(i) && result(i).is_tensor(), id, "the body yields a value of the wrong type");
         return;
       }
-      case OpKind::DmaStart: {
+      case OpKind::DmaStart:
         expect_counts(id, 3, 0);
-        const Type& src = t(o.operands[0]);
-        const Type& dst = t(o.operands[1]);
-        check(src.is_ref() && dst.is_ref() && src.shape == dst.shape && src.dtype == dst.dtype, id,
-              "source and destination must be refs of one shape and dtype");
-        check(src.space != MemorySpace::SEMAPHORE && dst.space != MemorySpace::SEMAPHORE, id, "semaphores are not copied");
+        expect_copy(id);
         expect_semaphore(id, 2, DType::dma_sem);
         return;
-      }
       case OpKind::DmaWait:
         expect_counts(id, 1, 0);
         expect_semaphore(id, 0, DType::dma_sem);
@@ -297,6 +312,25 @@ class Verifier {
         expect_counts(id, 2, 0);
         expect_semaphore(id, 0, DType::sem);
         check(t(o.operands[1]) == Type::scalar(DType::i32), id, "the amount must be an i32 scalar");
+        return;
+      case OpKind::RemoteDmaStart: {
+        check(o.operands.size() >= 5 && o.results.empty(), id, "takes src, dst, send_sem, recv_sem and a device");
+        expect_copy(id);
+        expect_semaphore(id, 2, DType::dma_sem);
+        expect_semaphore(id, 3, DType::dma_sem);
+        expect_device(id, 4);
+        return;
+      }
+      case OpKind::RemoteSemaphoreSignal:
+        check(o.operands.size() >= 3 && o.results.empty(), id, "takes sem, inc and a device");
+        expect_semaphore(id, 0, DType::sem);
+        check(t(o.operands[1]) == Type::scalar(DType::i32), id, "the amount must be an i32 scalar");
+        expect_device(id, 2);
+        return;
+      case OpKind::AxisIndex:
+        expect_counts(id, 0, 1);
+        check(result(0) == Type::scalar(DType::i32), id, "result must be i32");
+        check(std::holds_alternative<int64_t>(o.attr) && std::get<int64_t>(o.attr) >= 0, id, "needs an axis >= 0");
         return;
       case OpKind::SemaphoreRead:
         expect_counts(id, 1, 1);

@@ -125,6 +125,10 @@ inline ir::Function kernel_with_every_op() {
     b.create(OpKind::SemaphoreSignal, {sem, one}, {}, {}, {});
     ValueId count = b.create_value(OpKind::SemaphoreRead, {sem}, s(DType::i32), {}, {});
     b.create(OpKind::SemaphoreWait, {sem, count}, {}, {}, {});
+    // Talking to another device: its coordinate here, a remote copy and a remote signal.
+    ValueId xi = b.create_value(OpKind::AxisIndex, {}, s(DType::i32), int64_t{0}, {});
+    b.create(OpKind::RemoteDmaStart, {x, o, dsem, dsem, xi, one}, {}, DeviceAttr{false}, {});
+    b.create(OpKind::RemoteSemaphoreSignal, {sem, one, xi}, {}, DeviceAttr{true}, {});
     b.create(OpKind::Yield, {count}, {}, {}, {});
   }
   b.create(OpKind::Scope, {}, {s(DType::i32)}, {}, {}, {scope});

@@ -1,0 +1,96 @@
+// Devices in kernels (DESIGN.md §4.8-10): where this device sits in the mesh, and copies and signals
+// to other devices of the same collective launch. Spelled as in Pallas:
+//
+//   pl::Value x = pl::axis_index("x");                 this device's coordinate on axis x (a traced i32)
+//   int64_t n = pl::axis_size("x");                    the axis' size (static)
+//   auto copy = pl::make_async_remote_copy(src, dst, send_sem, recv_sem,
+//                                          pl::DeviceId({(x + 1) % n, y}), pl::DeviceIdType::MESH);
+//   copy.start(); ... copy.wait_send(); copy.wait_recv();      (or copy.wait(): both)
+//   pl::semaphore_signal(sem, 1, pl::DeviceId({{"y", j}}));   a remote signal (other axes: this device's)
+//   pl::Ref barrier = pl::get_barrier_semaphore();          needs CompilerParams{.collective_id = k}
+//
+// A remote copy pushes the local window `src` into the window `dst` of the target device's instance
+// of the same kernel: `dst` names this device's ref, and the copy lands in the target's
+// corresponding buffer. send_sem (here) and recv_sem (there) each gain the byte count.
+//
+// Host code inside pl::shard_map asks for its coordinate with pl::host_axis_index (a C++ integer):
+// pl::axis_index is a value of the kernel being traced.
+//
+// Front-end layer (dsl/).
+#pragma once
+
+#include <initializer_list>
+#include <source_location>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dsl/ref.h"
+#include "dsl/value.h"
+
+namespace tessera {
+
+enum class DeviceIdType { MESH, LOGICAL };
+
+// A target device: mesh coordinates (one per axis), a per-axis map (axes not named keep this
+// device's coordinate), or one logical id (with DeviceIdType::LOGICAL).
+class DeviceId {
+ public:
+  DeviceId(std::initializer_list<Operand> coords, std::source_location loc = std::source_location::current());
+  DeviceId(std::initializer_list<std::pair<const char*, Operand>> axes,
+           std::source_location loc = std::source_location::current());
+  DeviceId(const Operand& id, std::source_location loc = std::source_location::current());
+
+  // The op operands naming it: one i32 per mesh axis, or one logical id; checks the form against the
+  // mesh and `type`.
+  std::vector<Value> resolve(DeviceIdType type, const char* api) const;
+
+ private:
+  std::vector<Operand> coords_;
+  std::vector<std::pair<std::string, Operand>> axes_;
+  bool by_axis_ = false;
+  bool single_ = false;
+  SourceLoc loc_;
+};
+
+// This device's coordinate along mesh axis `name` (a traced i32; inside pl::shard_map).
+Value axis_index(const std::string& name, std::source_location loc = std::source_location::current());
+// The size of mesh axis `name` (inside pl::shard_map; also on the host).
+int64_t axis_size(const std::string& name, std::source_location loc = std::source_location::current());
+// This device's logical id (row-major over the mesh's axes), traced.
+Value device_id(std::source_location loc = std::source_location::current());
+// Host code inside pl::shard_map: this device's coordinate along `name`.
+int64_t host_axis_index(const std::string& name, std::source_location loc = std::source_location::current());
+
+class RemoteCopyDescriptor {
+ public:
+  RemoteCopyDescriptor(Ref src, Ref dst, Ref send_sem, Ref recv_sem, std::vector<Value> device, bool logical)
+      : src_(src), dst_(dst), send_(send_sem), recv_(recv_sem), device_(std::move(device)), logical_(logical) {}
+
+  void start(std::source_location loc = std::source_location::current()) const;
+  // Waits until the data has left this device (send_sem).
+  void wait_send(std::source_location loc = std::source_location::current()) const;
+  // Waits until data of dst's size has arrived here (recv_sem): the copy another device sent.
+  void wait_recv(std::source_location loc = std::source_location::current()) const;
+  // wait_send, then wait_recv.
+  void wait(std::source_location loc = std::source_location::current()) const;
+
+ private:
+  Ref src_, dst_, send_, recv_;
+  std::vector<Value> device_;
+  bool logical_;
+};
+
+RemoteCopyDescriptor make_async_remote_copy(const Ref& src, const Ref& dst, const Ref& send_sem, const Ref& recv_sem,
+                                            const DeviceId& device, DeviceIdType type = DeviceIdType::MESH,
+                                            std::source_location loc = std::source_location::current());
+
+// Adds `inc` to the semaphore of the target device that corresponds to `sem` here.
+void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device, DeviceIdType type = DeviceIdType::MESH,
+                      std::source_location loc = std::source_location::current());
+
+// The kernel's barrier semaphore (a regular semaphore of the collective launch; it must be back at zero
+// when the kernel ends). Needs CompilerParams{.collective_id = k}.
+Ref get_barrier_semaphore(std::source_location loc = std::source_location::current());
+
+}  // namespace tessera

@@ -1,0 +1,286 @@
+#include "runtime/collective.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "runtime/env.h"
+#include "runtime/launch.h"
+#include "runtime/memory.h"
+
+namespace tessera::rt {
+
+// ---- random delays ----------------------------------------------------------------------------------
+
+namespace {
+std::atomic<int64_t> g_delay_us{[] {
+  auto v = env::get("TESSERA_CHAOS_US");
+  return v ? std::atoll(v->c_str()) : 0;
+}()};
+std::atomic<uint64_t> g_delay_seed{0};
+std::atomic<uint64_t> g_delay_streams{0};
+}  // namespace
+
+void set_random_delays(int64_t max_microseconds, uint64_t seed) {
+  g_delay_seed.store(seed);
+  g_delay_us.store(max_microseconds);
+}
+
+void random_delay() {
+  const int64_t max = g_delay_us.load(std::memory_order_relaxed);
+  if (max <= 0) return;
+  thread_local std::mt19937_64 rng(g_delay_seed.load() * 0x9e3779b97f4a7c15ull + g_delay_streams.fetch_add(1));
+  std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int64_t>(0, max)(rng)));
+}
+
+// ---- MeshRun ----------------------------------------------------------------------------------------
+
+MeshRun::MeshRun(std::shared_ptr<const Mesh> mesh) : mesh_(std::move(mesh)), stopped_(static_cast<size_t>(mesh_->size())) {}
+MeshRun::~MeshRun() = default;
+
+std::shared_ptr<LaunchGroup> MeshRun::join(int64_t sequence, const LaunchKey& key, int64_t device, int cores) {
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<LaunchGroup>& group = groups_[sequence];
+  if (!group) {
+    group = std::make_shared<LaunchGroup>(*mesh_, sequence, key, cores);
+    for (size_t d = 0; d < stopped_.size(); ++d)
+      if (stopped_[d]) group->device_stopped(static_cast<int64_t>(d), *stopped_[d]);
+    return group;
+  }
+  const LaunchKey& first = group->key();
+  if (first.kernel != key.kernel || first.collective_id != key.collective_id || group->cores() != cores) {
+    auto describe = [](const LaunchKey& k) {
+      return fmt::format("kernel `{}`{}", k.kernel,
+                         k.collective_id ? fmt::format(" with collective_id {}", *k.collective_id) : " without a collective_id");
+    };
+    throw UserError(
+        fmt::format("the devices' collective launch #{} differ: every device of the mesh must launch the same collective "
+                    "kernels in the same order",
+                    sequence),
+        fmt::format("{} launched {}; another device launched {}", mesh_->device_str(device), describe(key), describe(first)),
+        "launch the same kernels, with the same collective_id, on every device of the shard_map", key.loc);
+  }
+  return group;
+}
+
+void MeshRun::device_stopped(int64_t device, const std::string& why) {
+  std::lock_guard lock(mutex_);
+  stopped_[static_cast<size_t>(device)] = why;
+  for (auto& [sequence, group] : groups_) group->device_stopped(device, why);
+}
+
+// ---- LaunchGroup ------------------------------------------------------------------------------------
+
+LaunchGroup::LaunchGroup(const Mesh& mesh, int64_t sequence, LaunchKey key, int cores)
+    : mesh_(mesh), sequence_(sequence), key_(std::move(key)), cores_(cores),
+      participants_(static_cast<size_t>(mesh.size() * cores)) {}
+
+void LaunchGroup::join(int64_t device, int core, CoreContext* ctx) {
+  std::lock_guard lock(mutex_);
+  Participant& p = at(device, core);
+  p.state = State::joined;
+  p.ctx = ctx;
+  changed_.notify_all();
+}
+
+void LaunchGroup::ready(int64_t device, int core, bool barrier, SourceLoc loc) {
+  std::unique_lock lock(mutex_);
+  at(device, core).state = State::ready;
+  changed_.notify_all();
+  if (!barrier) return;
+  auto all_ready = [&] {
+    for (const Participant& p : participants_)
+      if (p.state == State::absent || p.state == State::joined) return false;
+    return true;
+  };
+  wait(lock, device, core, all_ready, [&] {
+    return BlockedOn{"the entry barrier of a collective kernel without a collective_id (every device must start it)", loc,
+                     0, 0, {}};
+  });
+}
+
+void LaunchGroup::finish(int64_t device, int core) {
+  std::lock_guard lock(mutex_);
+  at(device, core).state = State::finished;
+  changed_.notify_all();
+}
+
+void LaunchGroup::device_stopped(int64_t device, const std::string& why) {
+  std::lock_guard lock(mutex_);
+  for (int c = 0; c < cores_; ++c) {
+    Participant& p = at(device, c);
+    if (p.state == State::absent) {
+      p.state = State::stopped;
+      p.on = BlockedOn{why, {}, 0, 0, {}};
+    }
+  }
+  changed_.notify_all();
+}
+
+void LaunchGroup::with_target(int64_t device, int core, int64_t target, const std::string& what, SourceLoc loc,
+                              const std::function<void(CoreContext&)>& op) {
+  random_delay();
+  std::unique_lock lock(mutex_);
+  Participant& t = at(target, core);
+  auto started = [&] { return t.state != State::absent && t.state != State::joined; };
+  wait(lock, device, core, started, [&] {
+    return BlockedOn{fmt::format("{} toward {}, which has not started the kernel yet", what, mesh_.device_str(target)), loc,
+                     0, 0, {}};
+  });
+  if (t.state == State::finished || t.state == State::stopped)
+    throw Fault(fmt::format(
+        "{} toward {}, whose instance of kernel `{}` has already {}: a device may only reach another while that one runs "
+        "the same kernel. Make the receiver wait for it (wait_recv, or semaphore_wait on the signalled semaphore) before "
+        "its kernel ends",
+        what, mesh_.device_str(target), key_.kernel, t.state == State::finished ? "ended" : "stopped"));
+  op(*t.ctx);
+  changed_.notify_all();
+}
+
+void LaunchGroup::wait(std::unique_lock<std::mutex>& lock, int64_t device, int core, const std::function<bool()>& done,
+                       const std::function<BlockedOn()>& on) {
+  Participant& me = at(device, core);
+  const State before = me.state;
+  while (!done()) {
+    me.state = State::blocked;
+    me.on = on();
+    me.done = &done;
+    try {
+      check();
+    } catch (...) {
+      me.done = nullptr;
+      throw;
+    }
+    changed_.wait(lock);
+    me.done = nullptr;
+    me.state = before;
+  }
+  if (failure_) throw Fault(*failure_);
+}
+
+void LaunchGroup::check() {
+  if (failure_) throw Fault(*failure_);
+  for (const Participant& p : participants_) {
+    switch (p.state) {
+      case State::absent:   // its device may still launch the kernel
+      case State::joined:
+      case State::ready: return;
+      case State::blocked:
+        if ((*p.done)()) return;  // woken, not yet running
+        break;
+      case State::finished:
+      case State::stopped: break;
+    }
+  }
+  failure_ = report();
+  changed_.notify_all();
+  throw Fault(*failure_);
+}
+
+std::string LaunchGroup::report() const {
+  std::string s = fmt::format(
+      "deadlock: no device can make progress in collective kernel `{}` (collective launch #{} of the shard_map over {}); "
+      "every device waits or is done:",
+      key_.kernel, sequence_, mesh_.str());
+  for (size_t i = 0; i < participants_.size(); ++i) {
+    const Participant& p = participants_[i];
+    const int64_t device = static_cast<int64_t>(i) / cores_;
+    const std::string who = cores_ > 1 ? fmt::format("{}, core {}", mesh_.device_str(device), i % cores_) : mesh_.device_str(device);
+    switch (p.state) {
+      case State::blocked:
+        s += fmt::format("\n    {}: {} at {}", who, p.on.what, p.on.loc.str());
+        if (p.on.need > 0) s += fmt::format(": holds {} of {}{}", p.on.have, p.on.need, p.on.unit);
+        break;
+      case State::finished: s += fmt::format("\n    {}: finished the kernel", who); break;
+      case State::stopped: s += fmt::format("\n    {}: stopped before launching it ({})", who, p.on.what); break;
+      default: s += fmt::format("\n    {}: running", who); break;
+    }
+  }
+  s += "\n  no copies are in flight: copies between devices land when they start";
+  s += "\n  fix: every wait needs a matching copy or signal from a device that is still running the kernel; check "
+       "which device should have sent what the blocked ones wait for";
+  return s;
+}
+
+// ---- remote operations ------------------------------------------------------------------------------
+
+void collective_ready(CoreContext& core) {
+  if (!core.group) return;
+  core.group->ready(core.device->logical, core.point.core, !core.group->key().collective_id, core.group->key().loc);
+}
+
+void collective_finish(CoreContext& core) {
+  if (core.group) core.group->finish(core.device->logical, core.point.core);
+}
+
+int64_t target_device(const Mesh& mesh, std::span<const int64_t> ids, bool logical) {
+  if (logical) {
+    if (ids[0] < 0 || ids[0] >= mesh.size())
+      throw Fault(fmt::format("device id {} is outside {}: logical ids are in [0, {})", ids[0], mesh.str(), mesh.size()));
+    return ids[0];
+  }
+  for (size_t a = 0; a < ids.size(); ++a)
+    if (ids[a] < 0 || ids[a] >= mesh.shape()[a])
+      throw Fault(fmt::format("device ({}) is outside {}: its coordinate on axis `{}` is {}, valid ones are [0, {})",
+                              fmt::join(ids, ", "), mesh.str(), mesh.axis_names()[a], ids[a], mesh.shape()[a]));
+  return mesh.logical(ids);
+}
+
+namespace {
+
+// The address on `to` of what [p, p + extent) is on `from`: the same offset into the memory with the
+// same key (the same operand or allocation).
+std::byte* translate(const CoreContext& from, const CoreContext& to, const std::byte* p, int64_t extent, const char* what) {
+  for (const MemoryRegion& r : from.regions) {
+    if (p < r.lo || p + extent > r.hi) continue;
+    for (const MemoryRegion& t : to.regions)
+      if (t.key == r.key && (p - r.lo) + extent <= t.hi - t.lo) return const_cast<std::byte*>(t.lo + (p - r.lo));
+    break;
+  }
+  throw Fault(fmt::format("{} is not memory the other device's kernel has: it must be an operand, scratch or run_scoped "
+                          "buffer of the kernel (a window of one), which every device has",
+                          what));
+}
+
+std::atomic_ref<int64_t> counter(int64_t* sem) { return std::atomic_ref<int64_t>(*sem); }
+
+void require_group(const CoreContext& core) {
+  if (!core.group || !core.device)
+    throw Fault("a remote copy or signal outside a collective launch: run the kernel inside pl::shard_map");
+}
+
+}  // namespace
+
+void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_t> src_strides, const std::byte* dst,
+                 std::span<const int64_t> dst_strides, std::span<const int64_t> shape, int64_t es, int64_t* send_sem,
+                 const int64_t* recv_sem, int64_t target, SourceLoc loc) {
+  require_group(core);
+  const int64_t bytes = num_elements(Shape(shape.begin(), shape.end())) * es;
+  const int64_t extent = window_extent(shape, dst_strides, es);
+  core.group->with_target(core.device->logical, core.point.core, target, "a remote copy", loc, [&](CoreContext& t) {
+    std::byte* to = translate(core, t, dst, extent, "the destination of a remote copy");
+    auto* recv = reinterpret_cast<int64_t*>(
+        translate(core, t, reinterpret_cast<const std::byte*>(recv_sem), sizeof(int64_t), "the receive semaphore"));
+    copy_box(to, dst_strides, src, src_strides, shape, es);
+    counter(recv).fetch_add(bytes);
+    counter(send_sem).fetch_add(bytes);
+  });
+}
+
+void remote_signal(CoreContext& core, const int64_t* sem, int64_t inc, int64_t target, SourceLoc loc) {
+  require_group(core);
+  if (inc < 0) throw Fault(fmt::format("semaphore_signal by {}: a signal adds a non-negative amount", inc));
+  core.group->with_target(core.device->logical, core.point.core, target, "a remote semaphore_signal", loc,
+                          [&](CoreContext& t) {
+                            auto* to = reinterpret_cast<int64_t*>(translate(
+                                core, t, reinterpret_cast<const std::byte*>(sem), sizeof(int64_t), "the signalled semaphore"));
+                            counter(to).fetch_add(inc);
+                          });
+}
+
+}  // namespace tessera::rt

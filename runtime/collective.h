@@ -1,0 +1,148 @@
+// Collective launches (DESIGN.md §4b): a kernel that talks to other devices runs as one group of
+// launches, one per device of the mesh, and remote copies and signals go from a core of one device
+// to the same core of another through the group.
+//
+// Every device's n-th collective launch in a shard_map call joins the same group, so a remote copy
+// always lands in the target's buffers of the same kernel invocation, whatever the devices' relative
+// timing (§4.10). A participant is ready once its memory is allocated; remote operations toward a
+// participant wait until it is. Without a collective id every participant also waits at entry until
+// all are ready (the implicit barrier). Waits block on the group's condition variable, and the group
+// watches for the moment nothing can make progress: every participant is blocked, has finished, or
+// belongs to a device that stopped without joining. Then it fails the launch on every device with
+// one report, the wait-for picture, instead of hanging.
+//
+// Runtime layer.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dsl/ir/diagnostics.h"
+#include "runtime/mesh.h"
+
+namespace tessera::rt {
+
+struct CoreContext;
+class LaunchGroup;
+
+// Which kernel a collective launch is, for matching the devices' launches.
+struct LaunchKey {
+  std::string kernel;
+  std::optional<int64_t> collective_id;
+  SourceLoc loc;  // the pallas_call
+};
+
+// One shard_map call: its devices' progress and the groups of their collective launches.
+class MeshRun {
+ public:
+  explicit MeshRun(std::shared_ptr<const Mesh> mesh);
+  ~MeshRun();
+  const Mesh& mesh() const { return *mesh_; }
+
+  // The group of every device's `sequence`-th collective launch (made by the first to arrive).
+  // Fails (RuntimeError) when the launch does not match the one the other devices made.
+  std::shared_ptr<LaunchGroup> join(int64_t sequence, const LaunchKey& key, int64_t device, int cores);
+  // The device's function returned (or threw `why`): it will join no more groups.
+  void device_stopped(int64_t device, const std::string& why);
+
+ private:
+  std::shared_ptr<const Mesh> mesh_;
+  std::mutex mutex_;
+  // Every group of the call, alive until it ends: a device may join after the others finished theirs.
+  std::map<int64_t, std::shared_ptr<LaunchGroup>> groups_;
+  std::vector<std::optional<std::string>> stopped_;  // by device: why it stopped
+};
+
+// What a blocked participant waits for, for the wait-for picture.
+struct BlockedOn {
+  std::string what;  // "DMA wait on DMA semaphore `scratch 1`", "the entry barrier", ...
+  SourceLoc loc;
+  int64_t have = 0, need = 0;  // semaphore waits: the value against the awaited one
+  std::string unit;            // " bytes" for DMA semaphores
+};
+
+class LaunchGroup {
+ public:
+  LaunchGroup(const Mesh& mesh, int64_t sequence, LaunchKey key, int cores);
+
+  const LaunchKey& key() const { return key_; }
+  int cores() const { return cores_; }
+  std::mutex& mutex() { return mutex_; }
+
+  // Joins core `core` of `device` with its context (not ready yet).
+  void join(int64_t device, int core, CoreContext* ctx);
+  // Its memory is allocated; with `barrier`, waits until every participant is.
+  void ready(int64_t device, int core, bool barrier, SourceLoc loc);
+  // The kernel ended on this participant (normally or not): no remote operation may reach it any more.
+  void finish(int64_t device, int core);
+  // The device stopped without joining (or after): participants that wait for it fail.
+  void device_stopped(int64_t device, const std::string& why);
+
+  // Runs `op` on the target participant (the same core of `target`) once it is ready, under the
+  // group's lock; waits meanwhile. Throws Fault when the target already finished or the group failed.
+  void with_target(int64_t device, int core, int64_t target, const std::string& what, SourceLoc loc,
+                   const std::function<void(CoreContext&)>& op);
+  // Blocks (the lock held by `lock`) until `done()` is true, recording `on` for the wait-for picture.
+  // Throws Fault with the deadlock report when nothing can make progress.
+  void wait(std::unique_lock<std::mutex>& lock, int64_t device, int core, const std::function<bool()>& done,
+            const std::function<BlockedOn()>& on);
+  // Wakes every waiter (a semaphore changed).
+  void notify() { changed_.notify_all(); }
+
+ private:
+  enum class State { absent, joined, ready, blocked, finished, stopped };
+  struct Participant {
+    State state = State::absent;
+    CoreContext* ctx = nullptr;
+    BlockedOn on;                               // blocked: what on; stopped: why
+    const std::function<bool()>* done = nullptr;  // blocked: whether it may go on
+  };
+  Participant& at(int64_t device, int core) { return participants_[static_cast<size_t>(device * cores_ + core)]; }
+  // Throws the group's failure, or detects a deadlock (sets the failure, wakes everyone, throws).
+  void check();
+  std::string report() const;
+
+  const Mesh& mesh_;
+  int64_t sequence_;
+  LaunchKey key_;
+  int cores_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Participant> participants_;
+  std::optional<std::string> failure_;
+};
+
+// A core's memory is allocated: in a collective launch it becomes ready for other devices (and waits
+// at the implicit entry barrier when the kernel has no collective_id).
+void collective_ready(CoreContext& core);
+
+// The kernel ended on this core (normally or not): other devices can no longer reach it.
+void collective_finish(CoreContext& core);
+
+// The logical id of the device named by `ids` (mesh coordinates, or one logical id); a Fault saying
+// what is out of range when it is not a device of the mesh.
+int64_t target_device(const Mesh& mesh, std::span<const int64_t> ids, bool logical);
+// remote_dma_start: copies the box `shape` (elements of `es` bytes) from `src` (here) to the memory
+// of `target` that corresponds to `dst` here, then adds the byte count to `send_sem` here and to the
+// target's semaphore corresponding to `recv_sem`.
+void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_t> src_strides, const std::byte* dst,
+                 std::span<const int64_t> dst_strides, std::span<const int64_t> shape, int64_t es, int64_t* send_sem,
+                 const int64_t* recv_sem, int64_t target, SourceLoc loc);
+// remote_semaphore_signal: adds `inc` to the target's semaphore corresponding to `sem` here.
+void remote_signal(CoreContext& core, const int64_t* sem, int64_t inc, int64_t target, SourceLoc loc);
+
+// Test support: before every collective launch and remote operation, sleep a random time of up to
+// `max_microseconds` (0 turns it off), from a generator seeded with `seed`. Shows that results do not
+// depend on the devices' relative timing. TESSERA_CHAOS_US=n sets it at start-up.
+void set_random_delays(int64_t max_microseconds, uint64_t seed = 0);
+void random_delay();
+
+}  // namespace tessera::rt
