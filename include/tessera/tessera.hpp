@@ -11,6 +11,7 @@
 #include "dsl/control.h"
 #include "dsl/devices.h"
 #include "dsl/emit_pipeline.h"
+#include "dsl/host_ops.h"
 #include "dsl/pallas_call.h"
 #include "dsl/ref.h"
 #include "dsl/run_scoped.h"
@@ -32,4 +33,7 @@ using rt::set_debug_print_sink;
 // thread when the launch leaves a core idle), ::eager or ::worker.
 using rt::DmaExecution;
 using rt::set_dma_execution;
+// Testing aid: sleep a random time (up to the given microseconds) before every collective launch and
+// remote operation, to show that results do not depend on the devices' timing.
+using rt::set_random_delays;
 }  // namespace tessera

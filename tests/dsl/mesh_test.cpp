@@ -122,4 +122,209 @@ TEST_SUITE("dsl") {
       });
     }
   }
+
+  TEST_CASE("remote copies land in the target's buffers of the same launch whatever the devices' timing") {
+    // Random delays before every launch and remote operation; several launches in a row, so a fast
+    // device's next launch overlaps a slow device's current one.
+    pl::set_random_delays(300, 42);
+    for (int rep = 0; rep < 3; ++rep) {
+      testing::for_each_backend([&](const pl::CallOptions& backend) {
+        pl::Mesh mesh({4, 2}, {"x", "y"});
+        pl::Array w = iota({32, 8});
+        auto gather_twice = pl::shard_map(
+            [&](const pl::Array& block) {
+              pl::Array once = ring_all_gather(block, backend);
+              pl::Array doubled = pl::Array::from_vector(
+                  [&] {
+                    std::vector<float> v = block.to_vector<float>();
+                    for (float& e : v) e *= 2.0f;
+                    return v;
+                  }(),
+                  block.shape());
+              pl::Array twice = ring_all_gather(doubled, backend);
+              return pl::concatenate({once, twice}, 1);
+            },
+            mesh, {pl::P("x")}, {pl::P()});
+        pl::Array out = gather_twice(w);
+        std::vector<float> want = w.to_vector<float>();
+        for (int64_t r = 0; r < 32; ++r)
+          for (int64_t c = 0; c < 8; ++c) {
+            CHECK(out.at<float>({r, c}) == want[r * 8 + c]);
+            CHECK(out.at<float>({r, 8 + c}) == 2.0f * want[r * 8 + c]);
+          }
+      });
+    }
+    pl::set_random_delays(0);
+  }
+
+  TEST_CASE("barrier semaphore: neighbours signal each other's, with a collective_id") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({4}, {"i"});
+      auto kernel = [](pl::Ref o) {
+        const int64_t n = pl::axis_size("i");
+        pl::Value me = pl::axis_index("i");
+        pl::Ref barrier = pl::get_barrier_semaphore();
+        pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + 1) % n}));
+        pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + n - 1) % n}), pl::DeviceIdType::MESH);
+        pl::semaphore_wait(barrier, 2);
+        o[0] = pl::semaphore_read(barrier);
+      };
+      auto f = pl::shard_map(
+          [&](const pl::Array&) {
+            pl::CallOptions options = backend;
+            options.compiler_params.collective_id = 7;
+            return pl::pallas_call(kernel, pl::GridSpec{.out_specs = {pl::BlockSpec(pl::SMEM)}}, pl::ShapeDtype({1}, pl::i32),
+                                   options)();
+          },
+          mesh, {pl::P("i")}, {pl::P("i")});
+      CHECK(pl::Array(f(pl::Array::zeros({4}, pl::f32))).to_vector<int32_t>() == std::vector<int32_t>{0, 0, 0, 0});
+    });
+  }
+
+  TEST_CASE("remote signals with logical device ids, and a remote copy into this device itself") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({2, 2}, {"x", "y"});
+      // Every device signals the device with the next logical id, then copies its block onto itself.
+      auto kernel = [](pl::Ref in, pl::Ref out, pl::Ref flag, pl::Ref send, pl::Ref recv) {
+        pl::semaphore_signal(flag, 3, pl::DeviceId((pl::device_id() + 1) % 4), pl::DeviceIdType::LOGICAL);
+        pl::semaphore_wait(flag, 3);
+        auto copy = pl::make_async_remote_copy(in, out, send, recv, pl::DeviceId(pl::device_id()), pl::DeviceIdType::LOGICAL);
+        copy.start();
+        copy.wait();
+      };
+      auto f = pl::shard_map(
+          [&](const pl::Array& block) {
+            return pl::pallas_call(kernel,
+                                   pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                                .out_specs = {pl::BlockSpec(pl::ANY)},
+                                                .scratch_shapes = {pl::SemaphoreType::REGULAR, pl::SemaphoreType::DMA,
+                                                                   pl::SemaphoreType::DMA}},
+                                   pl::ShapeDtype(block.shape(), block.dtype()), backend)(block);
+          },
+          mesh, {pl::P("x", "y")}, {pl::P("x", "y")});
+      pl::Array x = iota({4, 4});
+      CHECK(pl::allclose(f(x), x, 0, 0));
+    });
+  }
+
+  TEST_CASE("mesh errors: a deadlock across devices is one report with every device's wait") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({2, 2}, {"x", "y"});
+      const int wait_line = __LINE__ + 4;
+      auto kernel = [](pl::Ref o, pl::Ref sem) {
+        // Devices with x = 0 signal their x = 1 partner twice; everybody waits for 2: x = 0 never gets them.
+        pl::when(pl::axis_index("x") == 0, [&] { pl::semaphore_signal(sem, 2, pl::DeviceId({{"x", 1}})); });
+        pl::semaphore_wait(sem, 2);
+        o() = pl::zeros_like(o);
+      };
+      auto f = pl::shard_map(
+          [&](const pl::Array&) {
+            return pl::pallas_call(kernel, pl::GridSpec{.scratch_shapes = {pl::SemaphoreType::REGULAR}},
+                                   pl::ShapeDtype({1}, pl::f32), backend)();
+          },
+          mesh, {pl::P("x", "y")}, {pl::P("x", "y")});
+      pl::Array x = pl::Array::zeros({2, 2}, pl::f32);
+      CHECK_THROWS_WITH_AS(f(x), Contains("deadlock: no device can make progress in collective kernel `kernel`"), RuntimeError);
+      const std::string line = fmt::format("async_test.cpp");
+      try {
+        f(x);
+      } catch (const RuntimeError& e) {
+        const std::string m = e.what();
+        CHECK(m.find("device 0 (x=0, y=0): semaphore_wait on semaphore `scratch 0`") != std::string::npos);
+        CHECK(m.find(fmt::format("mesh_test.cpp:{}: holds 0 of 2", wait_line)) != std::string::npos);
+        CHECK(m.find("device 2 (x=1, y=0): finished the kernel") != std::string::npos);
+      }
+    });
+  }
+
+  TEST_CASE("mesh errors: bad device ids, mismatched launches and specs, remote copies outside a mesh") {
+    pl::Mesh mesh({2, 2}, {"x", "y"});
+    pl::Array x = pl::Array::zeros({4, 4}, pl::f32);
+    auto run = [&](std::function<void(pl::Ref, pl::Ref, pl::Ref, pl::Ref, pl::Ref)> kernel, pl::CallOptions options = {}) {
+      return pl::shard_map(
+          [=](const pl::Array& block) {
+            return pl::pallas_call(kernel,
+                                   pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                                .out_specs = {pl::BlockSpec(pl::ANY)},
+                                                .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA,
+                                                                   pl::SemaphoreType::REGULAR}},
+                                   pl::ShapeDtype(block.shape(), block.dtype()), options)(block);
+          },
+          mesh, {pl::P("x", "y")}, {pl::P("x", "y")})(x);
+    };
+    using R = pl::Ref;
+    for (const pl::CallOptions& backend : {pl::CallOptions{}, testing::interpret()}) {
+      CHECK_THROWS_WITH_AS(run([](R in, R out, R send, R recv, R) {
+                             pl::make_async_remote_copy(in, out, send, recv, pl::DeviceId({pl::axis_index("x") + 2, 0})).start();
+                           }, backend),
+                           Contains("is outside Mesh('x': 2, 'y': 2): its coordinate on axis `x` is "),
+                           RuntimeError);
+      CHECK_THROWS_WITH_AS(run([](R, R, R, R, R sem) { pl::semaphore_signal(sem, 1, pl::DeviceId(7), pl::DeviceIdType::LOGICAL); },
+                               backend),
+                           Contains("device id 7 is outside Mesh('x': 2, 'y': 2)"), RuntimeError);
+    }
+    CHECK_THROWS_WITH_AS(run([](R in, R out, R send, R recv, R) {
+                           pl::make_async_remote_copy(in.at(0), out, send, recv, pl::DeviceId({0, 0}));
+                         }),
+                         Contains("pl::make_async_remote_copy: the source and destination differ in shape"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R in, R out, R send, R, R regular) {
+                           pl::make_async_remote_copy(in, out, send, regular, pl::DeviceId({0, 0}));
+                         }),
+                         Contains("pl::make_async_remote_copy needs a DMA semaphore, but got a regular semaphore"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(run([](R in, R out, R send, R recv, R) {
+                           pl::make_async_remote_copy(in, out, send, recv, pl::DeviceId({0}));
+                         }),
+                         Contains("the device id has 1 coordinate(s) for a mesh of 2 axes"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R, R, R, R, R sem) { pl::semaphore_signal(sem, 1, pl::DeviceId({{"z", 0}})); }),
+                         Contains("the mesh has no axis `z`"), UserError);
+    CHECK_THROWS_WITH_AS(run([](R, R, R, R, R) { pl::get_barrier_semaphore(); }),
+                         Contains("pl::get_barrier_semaphore needs the kernel's collective_id"), UserError);
+    // Devices launching different collective kernels.
+    auto mismatched = pl::shard_map(
+        [&](const pl::Array& block) {
+          pl::CallOptions options;
+          options.compiler_params.collective_id = pl::host_axis_index("x") == 0 ? 1 : 2;
+          // Every device signals itself: nothing but the launch's key ties the devices together.
+          return pl::pallas_call([](R, R o, R sem) {
+                                   pl::semaphore_signal(sem, 1, pl::DeviceId({pl::axis_index("x"), pl::axis_index("y")}));
+                                   pl::semaphore_wait(sem);
+                                   o() = pl::zeros_like(o);
+                                 },
+                                 pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .scratch_shapes = {pl::SemaphoreType::REGULAR}},
+                                 pl::ShapeDtype({1}, pl::f32), options)(block);
+        },
+        mesh, {pl::P("x", "y")}, {pl::P("x", "y")});
+    CHECK_THROWS_WITH_AS(mismatched(x), Contains("the devices' collective launch #0 differ"), UserError);
+    // Specs that do not divide the array, and a remote copy outside shard_map.
+    auto identity = pl::shard_map([](const pl::Array& a) { return a; }, mesh, {pl::P("x")}, {pl::P("x")});
+    CHECK_THROWS_WITH_AS(identity(pl::Array::zeros({3, 4}, pl::f32)),
+                         Contains("pl::shard_map input 0: dim 0 of size 3 does not split evenly into 2 parts"), UserError);
+    auto outside = pl::pallas_call(
+        [](R in, R out, R send, R recv) { pl::make_async_remote_copy(in, out, send, recv, pl::DeviceId({0, 0})).start(); },
+        pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                     .out_specs = {pl::BlockSpec(pl::ANY)},
+                     .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}},
+        pl::ShapeDtype({4}, pl::f32));
+    CHECK_THROWS_WITH_AS(outside(pl::Array::zeros({4}, pl::f32)),
+                         Contains("pl::make_async_remote_copy needs a mesh, and none is current"), UserError);
+  }
+
+  TEST_CASE("mesh errors: a device that stops early leaves the others an error, not a hang") {
+    pl::Mesh mesh({2}, {"i"});
+    auto f = pl::shard_map(
+        [&](const pl::Array& block) {
+          if (pl::host_axis_index("i") == 1) throw std::runtime_error("device 1 gave up");
+          return pl::pallas_call(
+              [](pl::Ref, pl::Ref o, pl::Ref sem) {
+                pl::semaphore_signal(sem, 1, pl::DeviceId({1 - pl::axis_index("i")}));
+                pl::semaphore_wait(sem);
+                o() = pl::zeros_like(o);
+              },
+              pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .scratch_shapes = {pl::SemaphoreType::REGULAR}},
+              pl::ShapeDtype({1}, pl::f32))(block);
+        },
+        mesh, {pl::P("i")}, {pl::P("i")});
+    CHECK_THROWS_WITH_AS(f(pl::Array::zeros({2}, pl::f32)), Contains("device 1 gave up"), std::runtime_error);
+  }
 }
