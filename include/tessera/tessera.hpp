@@ -8,6 +8,7 @@
 #pragma once
 
 #include "dsl/async_copy.h"
+#include "dsl/collectives.h"
 #include "dsl/control.h"
 #include "dsl/devices.h"
 #include "dsl/emit_pipeline.h"

@@ -327,4 +327,56 @@ TEST_SUITE("dsl") {
         mesh, {pl::P("i")}, {pl::P("i")});
     CHECK_THROWS_WITH_AS(f(pl::Array::zeros({2}, pl::f32)), Contains("device 1 gave up"), std::runtime_error);
   }
+
+  TEST_CASE("host collectives: all_gather, psum, psum_scatter and ppermute along one axis of a 4x2 mesh") {
+    // Compiled, then interpreted (the collectives' kernels follow TESSERA_INTERPRET).
+    for (bool interpreted : {false, true}) {
+      INFO("interpreted: " << interpreted);
+      if (interpreted) setenv("TESSERA_INTERPRET", "1", 1);
+      pl::Mesh mesh({4, 2}, {"x", "y"});
+      pl::Array a = iota({8, 6});
+      // Tiled all-gather along x of row blocks: everybody gets the whole array.
+      auto gather_rows = pl::shard_map([](const pl::Array& b) { return pl::all_gather(b, "x", 0, true); }, mesh,
+                                       {pl::P("x")}, {pl::P()});
+      CHECK(pl::allclose(gather_rows(a), a, 0, 0));
+      // Untiled: a new leading dim of size 4 (then merged by out_specs P(None) as device 0's copy).
+      auto stack = pl::shard_map([](const pl::Array& b) { return pl::all_gather(b, "x"); }, mesh, {pl::P("x")}, {pl::P()});
+      CHECK(pl::Array(stack(a)).shape() == pl::Shape{4, 2, 6});
+      CHECK(pl::allclose(pl::Array(stack(a)).reshape({8, 6}), a, 0, 0));
+      // Column blocks gathered along y into dim 1.
+      auto gather_cols = pl::shard_map([](const pl::Array& b) { return pl::all_gather(b, "y", 1, true); }, mesh,
+                                       {pl::P("x", "y")}, {pl::P("x")});
+      CHECK(pl::allclose(gather_cols(a), a, 0, 0));
+      // psum over y of the column halves = the row sums of the two halves side by side.
+      auto sum_halves = pl::shard_map([](const pl::Array& b) { return pl::psum(b, "y"); }, mesh, {pl::P("x", "y")},
+                                      {pl::P("x")});
+      pl::Array s = sum_halves(a);
+      CHECK(s.shape() == pl::Shape{8, 3});
+      for (int64_t i = 0; i < 8; ++i)
+        for (int64_t j = 0; j < 3; ++j) CHECK(s.at<float>({i, j}) == a.at<float>({i, j}) + a.at<float>({i, j + 3}));
+      // psum_scatter over x of a replicated array: device i gets row block i of 4 x the array.
+      auto scatter = pl::shard_map([](const pl::Array& b) { return pl::psum_scatter(b, "x", 0, true); }, mesh, {pl::P()},
+                                   {pl::P("x")});
+      pl::Array ps = scatter(a);
+      for (int64_t i = 0; i < 8; ++i) CHECK(ps.at<float>({i, 5}) == 4.0f * a.at<float>({i, 5}));
+      // A ring shift along x: device i gets device i - 1's block; a one-way permutation leaves zeros.
+      auto shift = pl::shard_map([](const pl::Array& b) { return pl::ppermute(b, "x", {{0, 1}, {1, 2}, {2, 3}, {3, 0}}); },
+                                 mesh, {pl::P("x")}, {pl::P("x")});
+      pl::Array shifted = shift(a);
+      for (int64_t i = 0; i < 8; ++i) CHECK(shifted.at<float>({i, 0}) == a.at<float>({(i + 6) % 8, 0}));
+      auto one_way = pl::shard_map([](const pl::Array& b) { return pl::ppermute(b, "x", {{0, 3}}); }, mesh, {pl::P("x")},
+                                   {pl::P("x")});
+      pl::Array ow = one_way(a);
+      CHECK(ow.at<float>({6, 1}) == a.at<float>({0, 1}));
+      CHECK(ow.at<float>({2, 1}) == 0.0f);
+      if (interpreted) unsetenv("TESSERA_INTERPRET");
+    }
+    pl::Mesh mesh({2}, {"i"});
+    CHECK_THROWS_WITH_AS(pl::psum(pl::Array::zeros({2}, pl::f32), "i"), Contains("pl::psum is a collective of pl::shard_map"),
+                         UserError);
+    auto bad = pl::shard_map([](const pl::Array& b) { return pl::ppermute(b, "i", {{0, 1}, {1, 1}}); }, mesh, {pl::P("i")},
+                             {pl::P("i")});
+    CHECK_THROWS_WITH_AS(bad(pl::Array::zeros({2}, pl::f32)), Contains("pl::ppermute: the permutation is not one along axis"),
+                         UserError);
+  }
 }
