@@ -25,14 +25,6 @@ const rt::DeviceContext& device_for(const char* api, SourceLoc loc) {
   return *d;
 }
 
-int64_t checked_dim(int64_t dim, int64_t rank, const char* api, SourceLoc loc) {
-  if (dim < 0) dim += rank;
-  if (dim < 0 || dim >= rank)
-    throw UserError(fmt::format("{}: dim {} is out of range", api, dim), fmt::format("an array of rank {}", rank),
-                    fmt::format("use a dim in [0, {})", rank), loc);
-  return dim;
-}
-
 // Every device along `axis` sends a chunk of x to every other one (itself included, by a local copy):
 // to device p it sends chunk p of dim `dim` when scattering, else all of x. Returns the chunks this
 // device received, stacked in the order of the senders' positions: [n, chunk...].
@@ -83,7 +75,7 @@ Array move_leading_dim(const Array& a, int64_t to) {
 
 Array all_gather(const Array& x, const std::string& axis_name, int64_t axis, bool tiled, std::source_location loc) {
   const char* api = "pl::all_gather";
-  axis = checked_dim(axis, x.rank() + (tiled ? 0 : 1), api, loc);
+  axis = detail::checked_axis(axis, x.rank() + (tiled ? 0 : 1), api, loc);
   Array stacked = exchange(x, axis_name, std::nullopt, api, loc);  // [n, x...]
   Array moved = move_leading_dim(stacked, axis);                   // [.., n, x[axis], ..]
   if (!tiled) return moved;
@@ -99,7 +91,7 @@ Array psum(const Array& x, const std::string& axis_name, std::source_location lo
 Array psum_scatter(const Array& x, const std::string& axis_name, int64_t scatter_dimension, bool tiled,
                    std::source_location loc) {
   const char* api = "pl::psum_scatter";
-  const int64_t dim = checked_dim(scatter_dimension, x.rank(), api, loc);
+  const int64_t dim = detail::checked_axis(scatter_dimension, x.rank(), api, loc);
   const int64_t n = device_for(api, loc).mesh->axis_size(axis_name, loc);
   if (x.shape()[dim] % n != 0 || (!tiled && x.shape()[dim] != n))
     throw UserError(fmt::format("{}: dim {} of size {} does not scatter over the {} devices along `{}`", api, dim,

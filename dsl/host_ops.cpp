@@ -14,15 +14,15 @@
 
 namespace tessera {
 
-namespace {
-
-int64_t checked_axis(int64_t axis, int64_t rank, const char* api, SourceLoc loc) {
+int64_t detail::checked_axis(int64_t axis, int64_t rank, const char* api, SourceLoc loc) {
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank)
     throw UserError(fmt::format("{}: axis {} is out of range", api, axis), fmt::format("an array of rank {}", rank),
                     fmt::format("use an axis in [0, {})", rank), loc);
   return axis;
 }
+
+namespace {
 
 // The element-wise result of two arrays of one shape, in their promoted dtype.
 Array elementwise(ir::OpKind kind, const Array& a, const Array& b, const char* op) {
@@ -78,7 +78,7 @@ std::vector<int64_t> iota_perm(size_t n) {
 Array concatenate(const std::vector<Array>& arrays, int64_t axis, std::source_location loc) {
   if (arrays.empty())
     throw UserError("pl::concatenate needs at least one array", "an empty list", "pass the arrays to join", loc);
-  axis = checked_axis(axis, arrays[0].rank(), "pl::concatenate", loc);
+  axis = detail::checked_axis(axis, arrays[0].rank(), "pl::concatenate", loc);
   for (const Array& x : arrays) {
     Shape s = x.shape(), f = arrays[0].shape();
     if (s.size() == f.size()) s[axis] = f[axis] = 0;
@@ -92,7 +92,7 @@ Array concatenate(const std::vector<Array>& arrays, int64_t axis, std::source_lo
 }
 
 std::vector<Array> split(const Array& a, int64_t sections, int64_t axis, std::source_location loc) {
-  axis = checked_axis(axis, a.rank(), "pl::split", loc);
+  axis = detail::checked_axis(axis, a.rank(), "pl::split", loc);
   if (sections < 1 || a.shape()[axis] % sections != 0)
     throw UserError(fmt::format("pl::split: dim {} of size {} does not split into {} equal parts", axis, a.shape()[axis],
                                 sections),
@@ -127,7 +127,7 @@ Array dynamic_slice(const Array& a, const std::vector<int64_t>& starts, const Sh
 }
 
 Array dynamic_slice_in_dim(const Array& a, int64_t start, int64_t size, int64_t axis, std::source_location loc) {
-  axis = checked_axis(axis, a.rank(), "pl::dynamic_slice_in_dim", loc);
+  axis = detail::checked_axis(axis, a.rank(), "pl::dynamic_slice_in_dim", loc);
   std::vector<int64_t> starts(a.shape().size(), 0);
   Shape sizes = a.shape();
   starts[axis] = start;
@@ -150,7 +150,7 @@ Array dynamic_update_slice(const Array& a, const Array& update, const std::vecto
 }
 
 Array dynamic_update_slice_in_dim(const Array& a, const Array& update, int64_t start, int64_t axis, std::source_location loc) {
-  axis = checked_axis(axis, a.rank(), "pl::dynamic_update_slice_in_dim", loc);
+  axis = detail::checked_axis(axis, a.rank(), "pl::dynamic_update_slice_in_dim", loc);
   std::vector<int64_t> starts(a.shape().size(), 0);
   starts[axis] = start;
   return dynamic_update_slice(a, update, starts, loc);

@@ -47,6 +47,11 @@ Array dot(const Array& a, const Array& b, std::optional<DType> preferred = std::
 Array einsum(const std::string& subscripts, const Array& a, const Array& b, std::optional<DType> preferred = std::nullopt,
              std::source_location loc = std::source_location::current());
 
+namespace detail {
+// `axis` (negative counts from the end) checked against `rank` for `api`.
+int64_t checked_axis(int64_t axis, int64_t rank, const char* api, SourceLoc loc);
+}  // namespace detail
+
 Array operator+(const Array& a, const Array& b);
 Array operator-(const Array& a, const Array& b);
 Array operator*(const Array& a, const Array& b);
