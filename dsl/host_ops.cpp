@@ -156,6 +156,17 @@ Array dynamic_update_slice_in_dim(const Array& a, const Array& update, int64_t s
   return dynamic_update_slice(a, update, starts, loc);
 }
 
+Array dynamic_update_index_in_dim(const Array& a, const Array& update, int64_t index, int64_t axis,
+                                  std::source_location loc) {
+  axis = detail::checked_axis(axis, a.rank(), "pl::dynamic_update_index_in_dim", loc);
+  if (update.rank() != a.rank() || update.shape()[axis] != 1)
+    throw UserError("pl::dynamic_update_index_in_dim: the update must have the array's rank and size 1 along the axis",
+                    fmt::format("an update of {} into {} along axis {}", shape_tuple_str(update.shape()),
+                                shape_tuple_str(a.shape()), axis),
+                    "slice the update with a size-1 window along the axis", loc);
+  return dynamic_update_slice_in_dim(a, update, index, axis, loc);
+}
+
 Array matmul(const Array& a, const Array& b, std::optional<DType> preferred, std::source_location loc) {
   const bool batched = a.rank() == 3 && b.rank() == 3 && a.shape()[0] == b.shape()[0];
   if (!((a.rank() == 2 && b.rank() == 2) || batched) || a.shape()[a.rank() - 1] != b.shape()[b.rank() - 2])

@@ -36,6 +36,9 @@ Array dynamic_update_slice(const Array& a, const Array& update, const std::vecto
                            std::source_location loc = std::source_location::current());
 Array dynamic_update_slice_in_dim(const Array& a, const Array& update, int64_t start, int64_t axis,
                                   std::source_location loc = std::source_location::current());
+// dynamic_update_slice_in_dim for an update whose `axis` dim has size 1, placed at `index`.
+Array dynamic_update_index_in_dim(const Array& a, const Array& update, int64_t index, int64_t axis,
+                                  std::source_location loc = std::source_location::current());
 
 // (m, k) @ (k, n), and (b, m, k) @ (b, k, n).
 Array matmul(const Array& a, const Array& b, std::optional<DType> preferred = std::nullopt,

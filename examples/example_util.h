@@ -5,6 +5,7 @@
 #include <tessera/tessera.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -66,6 +67,9 @@ inline int run_in_every_backend(const char* name, const std::function<Outcome(co
   std::vector<std::pair<std::string, pl::Array>> results;
   for (const Backend& b : backends()) {
     std::printf("[%s] %s\n", name, b.name.c_str());
+    // Kernels made inside library code (host collectives, host matmuls) follow TESSERA_INTERPRET.
+    if (b.options.interpret) setenv("TESSERA_INTERPRET", "1", 1);
+    else unsetenv("TESSERA_INTERPRET");
     try {
       Outcome o = body(b.options);
       all = all && o.ok;
@@ -75,6 +79,7 @@ inline int run_in_every_backend(const char* name, const std::function<Outcome(co
       all = false;
     }
   }
+  unsetenv("TESSERA_INTERPRET");
   for (size_t i = 1; i < results.size(); ++i) {
     bool same = pl::allclose(results[i].second, results[0].second, rtol, atol);
     std::printf("[%s] %s vs %s: %s (max |diff| = %.3g)\n", name, results[i].first.c_str(), results[0].first.c_str(),
