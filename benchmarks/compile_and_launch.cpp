@@ -13,14 +13,14 @@
 #include <string>
 
 #include "benchmarks/bench_util.h"
-#include "benchmarks/seed_matmul.h"
+#include "examples/seed_matmul.h"
 #include "jit/compiler.h"
 
 namespace pl = tessera;
 
 namespace {
 
-pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n) { return bench::make_matmul(m, k, n, pl::bf16); }
+pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n) { return seed::make_matmul(m, k, n, pl::bf16); }
 
 // The child process: the first launch of the matmul, timed from the start of main, then a second
 // launch; their difference is what the first launch costs beyond running the kernel.

@@ -10,7 +10,7 @@
 
 #include "benchmarks/bench_util.h"
 #include "benchmarks/openblas.h"
-#include "benchmarks/seed_matmul.h"
+#include "examples/seed_matmul.h"
 
 namespace pl = tessera;
 
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     const std::string blas = "OpenBLAS sgemm f32, " + t;
     seed.add_rate(blas, bench::measure([&] { bench::sgemm(x32.data_as<float>(), y32.data_as<float>(), c.data(), m, k, n); }, runs),
                   flops, 1e-9, "GFLOP/s");
-    auto f32_call = bench::make_matmul(m, k, n, pl::f32, {});
+    auto f32_call = seed::make_matmul(m, k, n, pl::f32, {});
     seed.add_rate("tessera f32, " + t, bench::measure([&] { f32_call(x32, y32); }, runs), flops, 1e-9, "GFLOP/s", blas);
     const std::string blas16 = "OpenBLAS, bf16 inputs converted to f32, " + t;
     seed.add_rate(blas16,
@@ -41,14 +41,14 @@ int main(int argc, char** argv) {
                       },
                       runs),
                   flops, 1e-9, "GFLOP/s");
-    auto bf16_call = bench::make_matmul(m, k, n, pl::bf16, {});
+    auto bf16_call = seed::make_matmul(m, k, n, pl::bf16, {});
     seed.add_rate("tessera bf16 in, f32 acc, bf16 out, " + t, bench::measure([&] { bf16_call(x16, y16); }, runs), flops,
                   1e-9, "GFLOP/s", blas16);
   }
   // Parallel scaling of tessera itself.
   {
     pl::set_num_threads(1);
-    auto call = bench::make_matmul(m, k, n, pl::f32, {});
+    auto call = seed::make_matmul(m, k, n, pl::f32, {});
     bench::Stats one = bench::measure([&] { call(x32, y32); }, runs);
     pl::set_num_threads(2);
     bench::Stats two = bench::measure([&] { call(x32, y32); }, runs);
@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
     pl::Array a = pl::Array::random_normal({s, s}, pl::f32, 2), b = pl::Array::random_normal({s, s}, pl::f32, 3);
     pl::CallOptions io;
     io.interpret = pl::InterpretParams{};
-    auto interpreted = bench::make_matmul(s, s, s, pl::f32, io);
-    auto compiled = bench::make_matmul(s, s, s, pl::f32, {});
+    auto interpreted = seed::make_matmul(s, s, s, pl::f32, io);
+    auto compiled = seed::make_matmul(s, s, s, pl::f32, {});
     interp.add_time("interpreter", bench::measure([&] { interpreted(a, b); }, runs), "ms");
     interp.add_time("compiled", bench::measure([&] { compiled(a, b); }, runs), "ms", "interpreter");
     pl::set_num_threads(0);

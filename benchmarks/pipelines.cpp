@@ -12,7 +12,7 @@
 
 #include "benchmarks/bench_util.h"
 #include "benchmarks/openblas.h"
-#include "benchmarks/seed_matmul.h"
+#include "examples/seed_matmul.h"
 
 namespace pl = tessera;
 
@@ -55,18 +55,18 @@ int main(int argc, char** argv) {
       gemm.add_rate(blas, bench::measure([&] { bench::sgemm(x32.data_as<float>(), w32.data_as<float>(), c.data(), m, k, n); }, runs),
                     flops, 1e-9, "GFLOP/s")
           .value;
-  auto grid_f32 = bench::make_matmul(m, k, n, pl::f32);
+  auto grid_f32 = seed::make_matmul(m, k, n, pl::f32);
   const std::string grid_name = "pallas_call grid f32";
   gemm.add_rate(grid_name, bench::measure([&] { grid_f32(x32, w32); }, runs), flops, 1e-9, "GFLOP/s", blas);
-  auto emit_f32 = bench::make_emit_gemm(m, n, pl::f32);
+  auto emit_f32 = seed::make_emit_gemm(m, n, pl::f32);
   const double emit_rate =
       gemm.add_rate("emit_pipeline f32", bench::measure([&] { emit_f32(x32, w32); }, runs), flops, 1e-9, "GFLOP/s", grid_name)
           .value;
   gemm.note(fmt::format("emit_pipeline f32 is {:.2f}x {}", emit_rate / blas_rate, blas));
-  auto grid_bf16 = bench::make_matmul(m, k, n, pl::f32);
+  auto grid_bf16 = seed::make_matmul(m, k, n, pl::f32);
   const std::string grid16 = "pallas_call grid bf16 in, f32 out";
   gemm.add_rate(grid16, bench::measure([&] { grid_bf16(x16, w16); }, runs), flops, 1e-9, "GFLOP/s", blas);
-  auto emit_bf16 = bench::make_emit_gemm(m, n, pl::f32);
+  auto emit_bf16 = seed::make_emit_gemm(m, n, pl::f32);
   gemm.add_rate("emit_pipeline bf16 in, f32 out", bench::measure([&] { emit_bf16(x16, w16); }, runs), flops, 1e-9,
                 "GFLOP/s", grid16);
   gemm.print();

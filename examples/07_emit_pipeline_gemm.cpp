@@ -15,33 +15,21 @@
 #include <cstdlib>
 
 #include "examples/example_util.h"
+#include "examples/seed_matmul.h"
 
 namespace pl = tessera;
 
 constexpr int64_t kBlock = 128;
 
-// The body of a pallas_call matmul (example 2): it works unchanged as an emit_pipeline body.
-void matmul_kernel(pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
-  pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
-  acc() += pl::dot(x(), y(), pl::f32);
-  pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
-}
-
-pl::BlockSpec block(int a, int b) {
-  return pl::BlockSpec({kBlock, kBlock}, [=](pl::Value i, pl::Value j, pl::Value k) {
-    pl::Value ids[] = {i, j, k};
-    return pl::idx(ids[a], ids[b]);
-  });
-}
-
 void emit_gemm_kernel(pl::Ref x_hbm, pl::Ref w_hbm, pl::Ref o_hbm) {
   const int64_t m = x_hbm.shape()[0], k = x_hbm.shape()[1], n = w_hbm.shape()[1];
   pl::run_scoped(
       [&](pl::Ref acc) {
-        pl::emit_pipeline([&](pl::Ref x, pl::Ref w, pl::Ref o) { matmul_kernel(x, w, o, acc); },
+        // The body of example 2's pallas_call matmul works unchanged as an emit_pipeline body.
+        pl::emit_pipeline([&](pl::Ref x, pl::Ref w, pl::Ref o) { seed::matmul_kernel(x, w, o, acc); },
                           {.grid = {m / kBlock, n / kBlock, k / kBlock},
-                           .in_specs = {block(0, 2), block(2, 1)},
-                           .out_specs = {block(0, 1)}})(x_hbm, w_hbm, o_hbm);
+                           .in_specs = {seed::block(0, 2), seed::block(2, 1)},
+                           .out_specs = {seed::block(0, 1)}})(x_hbm, w_hbm, o_hbm);
       },
       pl::VMEM({kBlock, kBlock}, pl::f32));
 }
@@ -56,12 +44,7 @@ int main(int argc, char** argv) {
   pl::Array x = pl::Array::random_normal({m, k}, pl::bf16, /*seed=*/7);
   pl::Array w = pl::Array::random_normal({k, n}, pl::bf16, /*seed=*/8);
 
-  auto plain = pl::pallas_call(matmul_kernel,
-                               pl::GridSpec{.grid = {m / kBlock, n / kBlock, k / kBlock},
-                                            .in_specs = {block(0, 2), block(2, 1)},
-                                            .out_specs = {block(0, 1)},
-                                            .scratch_shapes = {pl::VMEM({kBlock, kBlock}, pl::f32)}},
-                               pl::ShapeDtype({m, n}, pl::f32));
+  auto plain = seed::make_matmul(m, k, n, pl::f32);
   const pl::Array reference = plain(x, w);
 
   return examples::run_in_every_backend("emit_pipeline_gemm", [&](const pl::CallOptions& options) {

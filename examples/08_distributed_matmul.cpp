@@ -22,12 +22,11 @@
 #include <cstdlib>
 
 #include "examples/example_util.h"
+#include "examples/seed_matmul.h"
 
 namespace pl = tessera;
 
 namespace {
-
-constexpr int64_t kBlock = 128;
 
 // ---- with host collectives -------------------------------------------------------------------------
 
@@ -52,29 +51,10 @@ pl::Array xla_matmul_3(const pl::Array& input_shard, const pl::Array& w_shard) {
   return pl::psum(pl::matmul(input_shard, w_slice, pl::f32), "y");
 }
 
-// ---- the seed's tiled matmul -----------------------------------------------------------------------
-
-void matmul_kernel(pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
-  pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
-  acc() += pl::dot(x(), y(), pl::f32);
-  pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
-}
-
-pl::BlockSpec block(int a, int b) {
-  return pl::BlockSpec({kBlock, kBlock}, [=](pl::Value i, pl::Value j, pl::Value k) {
-    pl::Value ids[] = {i, j, k};
-    return pl::idx(ids[a], ids[b]);
-  });
-}
+// ---- the seed's tiled matmul (examples/seed_matmul.h) --------------------------------------------------
 
 pl::Array make_matmul(const pl::Array& x, const pl::Array& y, const pl::CallOptions& options) {
-  const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
-  return pl::pallas_call(matmul_kernel,
-                         pl::GridSpec{.grid = {m / kBlock, n / kBlock, k / kBlock},
-                                      .in_specs = {block(0, 2), block(2, 1)},
-                                      .out_specs = {block(0, 1)},
-                                      .scratch_shapes = {pl::VMEM({kBlock, kBlock}, pl::f32)}},
-                         pl::ShapeDtype({m, n}, x.dtype()), options)(x, y);
+  return seed::make_matmul(x.shape()[0], x.shape()[1], y.shape()[1], x.dtype(), options)(x, y);
 }
 
 // ---- all-gather kernels over x -----------------------------------------------------------------------
@@ -175,20 +155,6 @@ pl::Array slow_ag_gemm_ar(const pl::Array& inputs, const pl::Array& weights, con
   return make_ar(make_matmul(inputs, w_slice, options), options);
 }
 
-// The seed's `_emit_gemm`: a tiled GEMM over HBM refs, pipelined by emit_pipeline, with its
-// accumulator from run_scoped.
-void emit_gemm(pl::Ref x_hbm, pl::Ref w_hbm, pl::Ref o_hbm) {
-  const int64_t m = x_hbm.shape()[0], k = x_hbm.shape()[1], n = w_hbm.shape()[1];
-  pl::run_scoped(
-      [&](pl::Ref acc) {
-        pl::emit_pipeline([&](pl::Ref x, pl::Ref w, pl::Ref o) { matmul_kernel(x, w, o, acc); },
-                          {.grid = {m / kBlock, n / kBlock, k / kBlock},
-                           .in_specs = {block(0, 2), block(2, 1)},
-                           .out_specs = {block(0, 1)}})(x_hbm, w_hbm, o_hbm);
-      },
-      pl::VMEM({kBlock, kBlock}, pl::f32));
-}
-
 void fused_ag_gemm_kernel(pl::Ref input, pl::Ref weight, pl::Ref output, pl::Ref recv_weight, pl::Ref send_sem,
                           pl::Ref recv_sem) {
   pl::Value x = pl::axis_index("x"), y = pl::axis_index("y");
@@ -196,10 +162,10 @@ void fused_ag_gemm_kernel(pl::Ref input, pl::Ref weight, pl::Ref output, pl::Ref
   auto rdma = pl::make_async_remote_copy(weight, recv_weight, send_sem, recv_sem, pl::DeviceId({y, x}));
   rdma.start();
   // 2. The GEMM with the local weights, while the copy is on its way: right where x == y.
-  emit_gemm(input, weight, output);
+  seed::emit_gemm(input, weight, output);
   // 3. Wait for the weights this device needs, and redo the GEMM where the local ones were wrong.
   rdma.wait();
-  pl::when(x != y, [&] { emit_gemm(input, recv_weight, output); });
+  pl::when(x != y, [&] { seed::emit_gemm(input, recv_weight, output); });
 }
 
 pl::Array fused_ag_gemm(const pl::Array& inputs, const pl::Array& weights, const pl::CallOptions& options) {
