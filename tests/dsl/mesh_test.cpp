@@ -379,4 +379,38 @@ TEST_SUITE("dsl") {
     CHECK_THROWS_WITH_AS(bad(pl::Array::zeros({2}, pl::f32)), Contains("pl::ppermute: the permutation is not one along axis"),
                          UserError);
   }
+
+  TEST_CASE("remote copies on a 2x2x2 mesh: coordinates, per-axis maps and logical ids") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({2, 2, 2}, {"x", "y", "z"});
+      // Three copies per device, into three outputs: to the device with z flipped (full coordinates),
+      // with y flipped (a per-axis map), and to logical id 7 - me (every coordinate flipped).
+      auto kernel = [](pl::Ref in, pl::Ref oz, pl::Ref oy, pl::Ref ox, pl::Ref send, pl::Ref recv) {
+        pl::Value x = pl::axis_index("x"), y = pl::axis_index("y"), z = pl::axis_index("z");
+        auto c1 = pl::make_async_remote_copy(in, oz, send, recv, pl::DeviceId({x, y, 1 - z}));
+        auto c2 = pl::make_async_remote_copy(in, oy, send, recv, pl::DeviceId({{"y", 1 - y}}));
+        auto c3 = pl::make_async_remote_copy(in, ox, send, recv, pl::DeviceId(7 - pl::device_id()), pl::DeviceIdType::LOGICAL);
+        for (auto* c : {&c1, &c2, &c3}) c->start();
+        for (auto* c : {&c1, &c2, &c3}) c->wait();
+      };
+      auto f = pl::shard_map(
+          [&](const pl::Array& block) {
+            const pl::ShapeDtype sd(block.shape(), block.dtype());
+            return pl::pallas_call(kernel,
+                                   pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                                .out_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)},
+                                                .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}},
+                                   {sd, sd, sd}, backend)(block);
+          },
+          mesh, {pl::P("x", "y", "z")}, {pl::P("x", "y", "z"), pl::P("x", "y", "z"), pl::P("x", "y", "z")});
+      pl::Array a = iota({2, 2, 2});  // one element per device: its logical id
+      std::vector<pl::ShardedArray> out = f(a);
+      for (int64_t d = 0; d < 8; ++d) {
+        const std::vector<int64_t> c = mesh.coords(d);
+        CHECK(out[0].shard(d).item() == static_cast<double>(mesh.logical(std::vector<int64_t>{c[0], c[1], 1 - c[2]})));
+        CHECK(out[1].shard(d).item() == static_cast<double>(mesh.logical(std::vector<int64_t>{c[0], 1 - c[1], c[2]})));
+        CHECK(out[2].shard(d).item() == static_cast<double>(7 - d));
+      }
+    });
+  }
 }
