@@ -8,11 +8,13 @@
 #pragma once
 
 #include "dsl/async_copy.h"
+#include "dsl/benchmark.h"
 #include "dsl/collectives.h"
 #include "dsl/control.h"
 #include "dsl/devices.h"
 #include "dsl/emit_pipeline.h"
 #include "dsl/host_ops.h"
+#include "dsl/numerics.h"
 #include "dsl/pallas_call.h"
 #include "dsl/ref.h"
 #include "dsl/run_scoped.h"
