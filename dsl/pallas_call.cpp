@@ -422,7 +422,7 @@ std::vector<Array> CallImpl::run_compiled(const Program& prog, std::span<const A
   for (auto [in, out] : spec_.options.input_output_aliases) operands[in] = operands[np + ni + out];
 
   rt::DeviceContext* device = rt::current_device();
-  rt::Launch launch(device ? static_cast<int>(device->logical) : 0);
+  rt::Launch launch(device ? static_cast<int>(device->logical) : 0, name_);
   const jit::KernelEntry entry = prog.compiled->entry();
   // One core per thread; on a mesh, the threads are shared by its devices.
   const Program::Split split = prog.split_for(device ? std::max<int>(1, num_threads() / static_cast<int>(device->mesh->size()))
@@ -472,7 +472,7 @@ std::vector<Array> CallImpl::run_interpreted(const Program& prog, std::span<cons
   for (auto [in, out] : spec_.options.input_output_aliases) by_operand[in] = by_operand[np + ni + out];
 
   rt::DeviceContext* device = rt::current_device();
-  rt::Launch launch(device ? static_cast<int>(device->logical) : 0);
+  rt::Launch launch(device ? static_cast<int>(device->logical) : 0, name_);
   const Program::Split split =
       prog.split_for(spec_.options.interpret ? spec_.options.interpret->num_cores_or_threads : 1);  // simulated cores
   const MeshPlace place = join_mesh(prog, split.active);

@@ -8,6 +8,7 @@
 
 #include "runtime/collective.h"
 #include "runtime/mesh.h"
+#include "runtime/timeline.h"
 
 namespace tessera::detail {
 
@@ -49,6 +50,7 @@ std::vector<ShardedArray> run_shard_map(const ShardMapSpec& spec, int arity,
       rt::DeviceScope scope(&device);
       std::string why = "its function returned";
       try {
+        rt::timeline::Scope span(rt::timeline::Track::host(), "shard_map", "scope");
         std::vector<Array> local;
         for (const ShardedArray& in : inputs) local.push_back(in.shard(d));
         results[d] = f(local);

@@ -6,7 +6,8 @@
 // The group schedule is built on the host and reaches the kernels by scalar prefetch; tiles shared by
 // two groups are visited once per group with masked stores, and k = 320 leaves a partial last k
 // tile that the kernel masks. Every result is checked with pl::numerics::compare against a plain
-// per-group matmul, in both backends, and the compiled kernels are timed with pl::benchmark.
+// per-group matmul, in both backends, and the compiled kernels are timed with pl::benchmark; one
+// call's timeline is written with pl::profile.
 //
 //   11_grouped_matmul [m k n]     (default 512 320 256)
 #include <tessera/megablox.hpp>
@@ -81,6 +82,9 @@ int main(int argc, char** argv) {
       std::printf("  %.2f GFLOP/s at the median (cost estimate: %lld flops, %lld bytes)\n",
                   static_cast<double>(cost.flops) / b.median * 1e-6, static_cast<long long>(cost.flops),
                   static_cast<long long>(cost.bytes_accessed));
+      // One call's timeline: grid steps, the kernel's "dot" and "store" scopes, block copies.
+      pl::profile("gmm_timeline.json", [&] { pl::named_scope("gmm", [&] { return mb::gmm(lhs, rhs, group_sizes, o); }); });
+      std::printf("  timeline of one call written to gmm_timeline.json (open it in https://ui.perfetto.dev)\n");
     }
     return examples::Outcome{r.passed, out};
   }, 1e-4, 1e-4);

@@ -166,6 +166,7 @@ class Emitter {
     rt_view_fault_ = declare("tessera_rt_view_fault", b_.getVoidTy(), {ptr, i32, i32, i64});
     rt_block_view_fault_ = declare("tessera_rt_block_view_fault", b_.getVoidTy(), {ptr, i32, ptr});
     rt_print_ = declare("tessera_rt_debug_print", b_.getVoidTy(), {ptr, i32, ptr});
+    rt_trace_scope_ = declare("tessera_rt_trace_scope", b_.getVoidTy(), {ptr, i32, i32});
   }
 
   void bind_params() {
@@ -806,6 +807,11 @@ class Emitter {
         used(op);
         return;
       }
+      case OpKind::TraceStart:
+      case OpKind::TraceStop:
+        b_.CreateCall(rt_trace_scope_, {core_, b_.getInt32(static_cast<int32_t>(id)),
+                                        b_.getInt32(op.kind == OpKind::TraceStart ? 1 : 0)});
+        return;
       case OpKind::DebugPrint: {
         llvm::Value* ptrs = entry_alloca(b_.getPtrTy(), std::max<int64_t>(1, static_cast<int64_t>(op.operands.size())));
         for (size_t i = 0; i < op.operands.size(); ++i) {
@@ -1350,7 +1356,7 @@ class Emitter {
   std::vector<bool> nonlocal_use_;  // used in a region other than its own
   std::vector<std::vector<ValueId>> pending_;  // per open region: tensors that read memory
   bool tracks_copies_ = false;  // the kernel has DMAs or semaphores: allocations are released at region ends
-  llvm::FunctionCallee rt_grid_point_, rt_failed_, rt_alloc_, rt_release_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_,
+  llvm::FunctionCallee rt_trace_scope_, rt_grid_point_, rt_failed_, rt_alloc_, rt_release_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_,
       rt_dma_start_, rt_dma_wait_, rt_sem_signal_, rt_sem_wait_, rt_sem_read_, rt_pipeline_begin_, rt_ready_,
       rt_remote_dma_, rt_remote_signal_, rt_axis_index_, rt_view_fault_, rt_block_view_fault_, rt_print_;
 };

@@ -12,6 +12,7 @@
 #include "runtime/env.h"
 #include "runtime/launch.h"
 #include "runtime/memory.h"
+#include "runtime/timeline.h"
 
 namespace tessera::rt {
 
@@ -261,6 +262,8 @@ void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_
                  const int64_t* recv_sem, int64_t target, SourceLoc loc) {
   require_group(core);
   const int64_t bytes = num_elements(Shape(shape.begin(), shape.end())) * es;
+  timeline::Scope span(timeline::Track::copies(core.device->logical, core.point.core),
+                       timeline::recording() ? fmt::format("remote copy {} B to device {}", bytes, target) : "", "dma");
   const int64_t extent = window_extent(shape, dst_strides, es);
   core.group->with_target(core.device->logical, core.point.core, target, "a remote copy", loc, [&](CoreContext& t) {
     std::byte* to = translate(core, t, dst, extent, "the destination of a remote copy");

@@ -13,6 +13,7 @@
 #include "runtime/collective.h"
 #include "runtime/env.h"
 #include "runtime/memory.h"
+#include "runtime/timeline.h"
 
 namespace tessera::rt {
 
@@ -175,6 +176,14 @@ void DmaEngine::apply(Copy& copy) {
 }
 
 void DmaEngine::start(Copy copy) {
+  if (timeline::recording()) {
+    // The copy's span runs from its start to its completion, whichever thread completes it.
+    copy.move = [move = std::move(copy.move), track = timeline::Track::copies(device_, core_),
+                 name = fmt::format("copy {} B", copy.bytes), sem = describe(copy.sem), t0 = timeline::now_us()] {
+      move();
+      timeline::async_span(track, name, "dma", t0, timeline::now_us() - t0, {{"semaphore", sem}});
+    };
+  }
   switch (mode_) {
     case DmaMode::eager: apply(copy); return;
     case DmaMode::on_wait: pending_.push_back(std::move(copy)); return;
@@ -202,6 +211,13 @@ int64_t DmaEngine::read(const int64_t* sem) { return value_of(sem); }
 void DmaEngine::wait(int64_t* sem, int64_t value, bool dma, SourceLoc loc) {
   if (value < 0)
     throw Fault(fmt::format("semaphore_wait on {} for {}: the value to wait for must be >= 0", describe(sem), value));
+  // On the timeline: how long the core was blocked here.
+  timeline::Scope span(timeline::Track::core(device_, core_), dma ? "DMA wait" : "semaphore_wait", "wait");
+  if (timeline::recording()) {
+    span.arg("semaphore", describe(sem));
+    span.arg("value", std::to_string(value));
+    span.arg("at", loc.str());
+  }
   // Only this core subtracts from its semaphores, so once the value suffices it stays sufficient.
   auto take = [&] {
     if (value_of(sem) < value) return false;

@@ -57,6 +57,11 @@ class DmaEngine {
 
   // Set before the kernel starts.
   void configure(DmaMode mode, uint64_t seed);
+  // The device and core the engine serves (for messages and timelines).
+  void identify(int64_t device, int core) {
+    device_ = device;
+    core_ = core;
+  }
   DmaMode mode() const { return mode_; }
   // In a collective launch: waits block in the group (other devices may signal), which reports
   // deadlocks across devices. Copies run eagerly or on_wait, not on the worker.

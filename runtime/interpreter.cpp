@@ -279,6 +279,7 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       if (!nested) frame.ctx.point.inner_point.clear();
       point.resize(op.operands.size());
       for (size_t i = 0; i < op.operands.size(); ++i) point[i] = as_int(in(i));
+      if (!nested) enter_grid_step(frame.ctx);
       return;
     }
     case OpKind::FetchBlock:
@@ -316,6 +317,10 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       set(block_view(ref(in(0)), result_type().shape, starts, std::get<ir::BlockCopyAttr>(op.attr).name));
       return;
     }
+    case OpKind::TraceStart:
+    case OpKind::TraceStop:
+      kernel_scope(frame.ctx, std::get<std::string>(op.attr), op.kind == OpKind::TraceStart);
+      return;
     case OpKind::DebugPrint: {
       std::vector<const Array*> values;
       for (size_t i = 0; i < op.operands.size(); ++i) values.push_back(&tensor(in(i)));

@@ -39,7 +39,7 @@ std::vector<int64_t> widen(const int32_t* starts, size_t n) { return std::vector
 std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols() {
 #define TESSERA_ABI(name) {#name, reinterpret_cast<void*>(&name)}
   return {
-      TESSERA_ABI(tessera_rt_grid_point),      TESSERA_ABI(tessera_rt_failed),
+      TESSERA_ABI(tessera_rt_grid_point),      TESSERA_ABI(tessera_rt_failed), TESSERA_ABI(tessera_rt_trace_scope),
       TESSERA_ABI(tessera_rt_alloc),           TESSERA_ABI(tessera_rt_release),
       TESSERA_ABI(tessera_rt_temp),            TESSERA_ABI(tessera_rt_ipow),
       TESSERA_ABI(tessera_rt_fetch_block),     TESSERA_ABI(tessera_rt_writeback_block),
@@ -67,12 +67,21 @@ extern "C" int32_t tessera_rt_grid_point(CoreContext* core, int32_t op, const in
     } else {
       core->point.grid_point.assign(ids, ids + n);
       core->point.inner_point.clear();
+      tessera::rt::enter_grid_step(*core);
     }
     return int32_t{core->launch.cancelled() || core->fault ? 1 : 0};
   });
 }
 
 extern "C" int32_t tessera_rt_failed(CoreContext* core) { return core->fault ? 1 : 0; }
+
+extern "C" void tessera_rt_trace_scope(CoreContext* core, int32_t op, int32_t start) {
+  // Recording only: a failure here is not the kernel's, so it is dropped rather than faulting.
+  try {
+    tessera::rt::kernel_scope(*core, std::get<std::string>(core->fn->ops[op].attr), start != 0);
+  } catch (...) {
+  }
+}
 
 namespace tessera::rt {
 namespace {

@@ -27,6 +27,8 @@ extern "C" {
 // The start of a grid step of grid_point op `op` (ids: one i32 per grid dim). Non-zero when the
 // launch was cancelled.
 int32_t tessera_rt_grid_point(tessera::rt::CoreContext* core, int32_t op, const int32_t* ids);
+// A trace_start (start != 0) or trace_stop op `op`: a named scope on the timeline.
+void tessera_rt_trace_scope(tessera::rt::CoreContext* core, int32_t op, int32_t start);
 // Non-zero when a failure was recorded (checked once after the kernel's allocations).
 int32_t tessera_rt_failed(tessera::rt::CoreContext* core);
 // The storage of an alloc op: fresh, poisoned (or zeroed; semaphores: zero), owned by the core until

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "runtime/thread_pool.h"
+#include "runtime/timeline.h"
 
 namespace tessera::rt {
 
@@ -58,6 +59,49 @@ bool Launch::record_writeback(int64_t operand, std::span<const int64_t> starts) 
   std::string key = block_key(operand, starts);
   std::lock_guard lock(mutex_);
   return written_.insert(std::move(key)).second;
+}
+
+CoreContext::CoreContext(Launch& l, int core, const ir::Function* f) : launch(l), point{l.device(), core, {}, {}}, fn(f) {
+  dma.identify(l.device(), core);
+  if (timeline::recording()) timeline.kernel_start = timeline::now_us();
+}
+
+CoreContext::~CoreContext() {
+  if (timeline.kernel_start < 0) return;
+  const double end = timeline::now_us();
+  const timeline::Track track = timeline::Track::core(launch.device(), point.core);
+  // A failure may leave scopes open: they end with the kernel.
+  for (auto it = timeline.scopes.rbegin(); it != timeline.scopes.rend(); ++it)
+    timeline::span(track, it->first, "scope", it->second, end - it->second);
+  if (timeline.step_start >= 0) timeline::span(track, timeline.step, "step", timeline.step_start, end - timeline.step_start);
+  timeline::span(track, std::string(launch.name().empty() ? "kernel" : launch.name()), "kernel", timeline.kernel_start,
+                 end - timeline.kernel_start, {{"fault", fault ? "yes" : "no"}});
+}
+
+void enter_grid_step(CoreContext& core) {
+  if (!timeline::recording()) return;
+  const double now = timeline::now_us();
+  auto& t = core.timeline;
+  if (t.step_start >= 0)
+    timeline::span(timeline::Track::core(core.launch.device(), core.point.core), std::move(t.step), "step",
+                   t.step_start, now - t.step_start);
+  t.step = fmt::format("step ({})", fmt::join(core.point.grid_point, ", "));
+  t.step_start = now;
+}
+
+void kernel_scope(CoreContext& core, const std::string& name, bool start) {
+  if (!timeline::recording()) return;
+  auto& scopes = core.timeline.scopes;
+  if (start) {
+    scopes.emplace_back(name, timeline::now_us());
+    return;
+  }
+  // Scopes nest (the DSL emits them around a body), so the innermost open one is this one.
+  if (scopes.empty()) return;  // started before recording began
+  const double now = timeline::now_us();
+  timeline::span(timeline::Track::core(core.launch.device(), core.point.core), std::move(scopes.back().first), "scope",
+                 scopes.back().second, now - scopes.back().second);
+  scopes.pop_back();
 }
 
 void CoreContext::add_region(int64_t key, const void* data, int64_t bytes) {

@@ -49,9 +49,11 @@ struct Cancelled {};
 // State shared by the cores of one launch.
 class Launch {
  public:
-  explicit Launch(int device) : device_(device) {}
+  // `name` (the kernel's, for timelines) must outlive the launch.
+  explicit Launch(int device, std::string_view name = {}) : device_(device), name_(name) {}
 
   int device() const { return device_; }
+  std::string_view name() const { return name_; }
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
   void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
 
@@ -61,6 +63,7 @@ class Launch {
 
  private:
   int device_;
+  std::string_view name_;
   std::atomic<bool> cancelled_{false};
   std::mutex mutex_;
   std::unordered_set<std::string> written_;  // operand and starts as raw bytes
@@ -79,7 +82,10 @@ struct MemoryRegion {
 };
 
 struct CoreContext {
-  CoreContext(Launch& l, int core, const ir::Function* f = nullptr) : launch(l), point{l.device(), core, {}, {}}, fn(f) {}
+  CoreContext(Launch& l, int core, const ir::Function* f = nullptr);
+  ~CoreContext();  // ends the core's spans on the timeline
+  CoreContext(const CoreContext&) = delete;
+  CoreContext& operator=(const CoreContext&) = delete;
 
   Launch& launch;
   ExecutionPoint point;
@@ -97,6 +103,13 @@ struct CoreContext {
   LaunchGroup* group = nullptr;
   std::vector<MemoryRegion> regions;
   void add_region(int64_t key, const void* data, int64_t bytes);
+  // What the timeline needs (timeline.h), while recording: when the kernel and the current grid step
+  // began, the step's name, and the named scopes open in the kernel.
+  struct TimelineState {
+    double kernel_start = -1, step_start = -1;
+    std::string step;
+    std::vector<std::pair<std::string, double>> scopes;
+  } timeline;
   // Declared last, so that it stops (waits for its copies) before the memory above goes away.
   DmaEngine dma;
 };
@@ -105,6 +118,11 @@ struct CoreContext {
 // (unless the output aliases an input, where revisits are the point): across the launch for the
 // kernel's grid, within one run for a nested pipeline. Shared by both backends.
 void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts);
+// The start of a grid step of the kernel (core.point.grid_point holds it): the previous step's span
+// ends on the timeline. Shared by both backends, like the two below.
+void enter_grid_step(CoreContext& core);
+// A trace_start (start) or trace_stop op: a named scope in a kernel, a span on the core's track.
+void kernel_scope(CoreContext& core, const std::string& name, bool start);
 // The start of a run of nested pipeline `id`: it has written back nothing yet.
 void begin_pipeline(CoreContext& core, int64_t id);
 

@@ -4,6 +4,8 @@
 set -eu
 
 packages="cmake ninja-build g++ llvm-19-dev libzstd-dev libboost-dev libfmt-dev doctest-dev"
+# The tests read the timelines tessera writes with nlohmann-json (tessera itself does not need it).
+packages="$packages nlohmann-json3-dev"
 # OpenBLAS is only a benchmark baseline; the library never links it.
 packages="$packages libopenblas-dev"
 

@@ -478,6 +478,11 @@ class Verifier {
         expect_index_scalars(id, 1, o.operands.size());
         return;
       }
+      case OpKind::TraceStart:
+      case OpKind::TraceStop:
+        check(o.operands.empty() && o.results.empty() && std::holds_alternative<std::string>(o.attr), id,
+              "a trace scope op takes a name and nothing else");
+        return;
       case OpKind::DebugPrint:
         check(o.results.empty() && std::holds_alternative<std::string>(o.attr), id, "debug_print takes a format");
         for (ValueId v : o.operands) check(t(v).is_tensor(), id, "debug_print prints values");

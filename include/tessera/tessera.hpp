@@ -16,6 +16,7 @@
 #include "dsl/host_ops.h"
 #include "dsl/numerics.h"
 #include "dsl/pallas_call.h"
+#include "dsl/profile.h"
 #include "dsl/ref.h"
 #include "dsl/run_scoped.h"
 #include "dsl/semaphores.h"

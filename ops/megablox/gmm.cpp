@@ -9,6 +9,7 @@
 #include "dsl/control.h"
 #include "dsl/host_ops.h"
 #include "dsl/pallas_call.h"
+#include "dsl/profile.h"
 #include "dsl/ref.h"
 #include "dsl/value.h"
 #include "ops/megablox/group_metadata.h"
@@ -157,10 +158,12 @@ void gmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_id
       r = mask_k_rem(r, c.transpose_rhs ? 1 : 0);
     }
     DotDimensionNumbers dims{{{1}, {c.transpose_rhs ? 1 : 0}}, {}};
-    acc() += dot_general(l.astype(c.input), r.astype(c.input), dims, DType::f32);
+    named_scope("dot", [&] { acc() += dot_general(l.astype(c.input), r.astype(c.input), dims, DType::f32); });
     if (last_k) {
-      Value mask = store_mask(offsets, group_ids, m_tile_ids, grid_id, c.t.tm, c.t.tn);
-      out() = select(mask, acc(), out().astype(DType::f32)).astype(c.out);
+      named_scope("store", [&] {
+        Value mask = store_mask(offsets, group_ids, m_tile_ids, grid_id, c.t.tm, c.t.tn);
+        out() = select(mask, acc(), out().astype(DType::f32)).astype(c.out);
+      });
     }
   };
   cond(k_i == static_cast<int32_t>(c.tiles_k - 1), [&] { accumulate(true); }, [&] { accumulate(false); });
@@ -180,7 +183,7 @@ void tgmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_i
     Value lhs_mask = store_mask(offsets, group_ids, m_tile_ids, grid_id, c.t.tm, c.t.tk);
     Value l = swapaxes(select(lhs_mask, lhs().astype(DType::f32), zeros({c.t.tm, c.t.tk}, DType::f32)), 0, 1);
     Value r = select(rhs_mask, rhs().astype(DType::f32), zeros({c.t.tm, c.t.tn}, DType::f32));
-    acc() += dot(l.astype(c.input), r.astype(c.input), DType::f32);
+    named_scope("dot", [&] { acc() += dot(l.astype(c.input), r.astype(c.input), DType::f32); });
   });
   Value is_end = grid_id == num_programs(2) - 1;
   Value next = where(is_end, grid_id, grid_id + 1);

@@ -93,7 +93,9 @@ inline ir::Function kernel_with_every_op() {
     ValueId four = b.create_value(OpKind::Constant, {}, s(DType::i32), Literal::of_int(4), {});
     ValueId one = b.create_value(OpKind::Constant, {}, s(DType::i32), Literal::of_int(1), {});
     OpId fr = b.create(OpKind::For, {zero, four, one, fn.ops[iff].results[0]}, {s(DType::f32)}, {}, {}, {loop});
+    b.create(OpKind::TraceStart, {}, {}, std::string("report"), {});
     b.create(OpKind::DebugPrint, {fn.ops[fr].results[0], pid}, {}, std::string("sum {} at {}"), {});
+    b.create(OpKind::TraceStop, {}, {}, std::string("report"), {});
   }
   regions.push_back(body);
   b.create(OpKind::Pipeline, {lo, hi, x, o}, {}, pa, {}, regions);
