@@ -13,6 +13,7 @@
 #include "dsl/ref.h"
 #include "dsl/value.h"
 #include "ops/megablox/group_metadata.h"
+#include "runtime/env.h"
 
 namespace tessera::megablox {
 
@@ -213,8 +214,10 @@ auto kernel_for(const KernelConfig& c, bool existing) {
 
 // Calls are memoised per specialisation, so a training loop traces and compiles each shape (and step
 // count) once. Interpreted calls carry their own parameters and are made afresh.
-PallasCall<Array> cached_call(const std::string& key, const std::function<PallasCall<Array>()>& make, bool memoise) {
+PallasCall<Array> cached_call(std::string key, const std::function<PallasCall<Array>()>& make, bool memoise) {
   if (!memoise) return make();
+  // A call follows TESSERA_INTERPRET as it was when the call was made: one per setting.
+  if (env::flag("TESSERA_INTERPRET")) key += " interpret";
   static std::mutex mutex;
   static std::map<std::string, PallasCall<Array>> calls;
   std::lock_guard lock(mutex);
