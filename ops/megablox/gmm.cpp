@@ -196,20 +196,21 @@ void tgmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_i
   });
 }
 
-// The kernel as a pallas_call-able function of exactly its refs (with or without existing_out).
+// The kernel as a pallas_call-able function of exactly its refs: without existing_out (8 refs) or
+// with it (9). The group_offset prefetch ref is read by the index maps only.
 using KernelBody = void (*)(const KernelConfig&, Ref, Ref, Ref, Ref, Ref, const std::optional<Ref>&, Ref, Ref);
 
 template <KernelBody Body>
-auto kernel_for(const KernelConfig& c, bool existing) {
-  using K8 = std::function<void(Ref, Ref, Ref, Ref, Ref, Ref, Ref, Ref)>;
-  using K9 = std::function<void(Ref, Ref, Ref, Ref, Ref, Ref, Ref, Ref, Ref)>;
-  return std::pair<K8, K9>{
-      existing ? K8{} : K8{[c](Ref offs, Ref ids, Ref tiles, Ref, Ref lhs, Ref rhs, Ref out, Ref acc) {
-        Body(c, offs, ids, tiles, lhs, rhs, std::nullopt, out, acc);
-      }},
-      existing ? K9{[c](Ref offs, Ref ids, Ref tiles, Ref, Ref lhs, Ref rhs, Ref ex, Ref out, Ref acc) {
-        Body(c, offs, ids, tiles, lhs, rhs, ex, out, acc);
-      }} : K9{}};
+auto kernel_without_existing(const KernelConfig& c) {
+  return [c](Ref offs, Ref ids, Ref tiles, Ref, Ref lhs, Ref rhs, Ref out, Ref acc) {
+    Body(c, offs, ids, tiles, lhs, rhs, std::nullopt, out, acc);
+  };
+}
+template <KernelBody Body>
+auto kernel_with_existing(const KernelConfig& c) {
+  return [c](Ref offs, Ref ids, Ref tiles, Ref, Ref lhs, Ref rhs, Ref ex, Ref out, Ref acc) {
+    Body(c, offs, ids, tiles, lhs, rhs, ex, out, acc);
+  };
 }
 
 // Calls are memoised per specialisation, so a training loop traces and compiles each shape (and step
@@ -325,10 +326,12 @@ Array launch(const char* name, const KernelConfig& c, const Plan& p, std::vector
                               .in_specs = std::move(in_specs),
                               .out_specs = {out_spec},
                               .scratch_shapes = {VMEM(std::move(acc_shape), DType::f32)}};
-  auto [k8, k9] = kernel_for<Body>(c, c.existing);
   PallasCall<Array> call = cached_call(
       config_key(name, c, grid),
-      [&] { return c.existing ? pallas_call(k9, spec, out_shape, opts, loc) : pallas_call(k8, spec, out_shape, opts, loc); },
+      [&] {
+        return c.existing ? pallas_call(kernel_with_existing<Body>(c), spec, out_shape, opts, loc)
+                          : pallas_call(kernel_without_existing<Body>(c), spec, out_shape, opts, loc);
+      },
       !interpret.has_value());
   std::vector<Array> args{i32_array(p.md.group_offsets), i32_array(p.md.group_ids), i32_array(p.md.m_tile_ids),
                           i32_array({static_cast<int32_t>(p.start_group)}), lhs, rhs};
