@@ -112,22 +112,24 @@ struct MeshPlace {
 // goes (normally or after a failure) no other device may reach it any more.
 class Membership {
  public:
-  Membership(const MeshPlace& place, rt::CoreContext& ctx) : place_(place), core_(ctx.point.core) {
+  Membership(const MeshPlace& place, rt::CoreContext& ctx) : place_(place), seat_{0, ctx.point.core} {
     ctx.device = place.device;
     if (!place.group) return;
+    seat_.member = place.device->logical;
     ctx.group = place.group.get();
-    ctx.dma.join(ctx.group, place.device->logical, core_);
-    ctx.group->join(place.device->logical, core_, &ctx);
+    ctx.seat = seat_;
+    ctx.dma.join(ctx.group, seat_.member, seat_.core);
+    ctx.group->join(seat_, &ctx);
   }
   ~Membership() {
-    if (place_.group) place_.group->finish(place_.device->logical, core_);  // (again, if the backend did)
+    if (place_.group) place_.group->finish(seat_);  // (again, if the backend did)
   }
   Membership(const Membership&) = delete;
   Membership& operator=(const Membership&) = delete;
 
  private:
   const MeshPlace& place_;
-  int core_;
+  rt::Seat seat_;
 };
 
 bool same_signature(const std::vector<std::pair<DType, Shape>>& sig, std::span<const Array> args) {
@@ -144,9 +146,7 @@ class CallImpl {
   explicit CallImpl(CallSpec spec) : spec_(std::move(spec)) {
     if (spec_.options.name.empty()) spec_.options.name = "kernel";
     name_ = spec_.options.name;
-    // The interpreter runs when the call asks for it, or when TESSERA_INTERPRET is set as the call
-    // is made; otherwise the compiled kernel.
-    interpreted_ = spec_.options.interpret.has_value() || env::flag("TESSERA_INTERPRET");
+    interpreted_ = runs_interpreted(spec_.options);
   }
 
   std::vector<Array> run(std::span<const Array> args, SourceLoc loc);
@@ -511,6 +511,10 @@ MeshPlace CallImpl::join_mesh(const Program& prog, int cores) {
                                         rt::LaunchKey{name_, spec_.options.compiler_params.collective_id, spec_.loc},
                                         place.device->logical, cores);
   return place;
+}
+
+bool runs_interpreted(const CallOptions& options) {
+  return options.interpret.has_value() || env::flag("TESSERA_INTERPRET");
 }
 
 const CallOptions& call_options(const CallImpl& call) { return call.options(); }

@@ -74,11 +74,17 @@ struct ArrayArg {
   ArrayArg(const Array& a, std::source_location l = std::source_location::current()) : array(a), loc(l) {}
 };
 
-template <class Result>
-class PallasCall {
- public:
-  explicit PallasCall(std::shared_ptr<detail::CallImpl> impl) : impl_(std::move(impl)) {}
+namespace detail {
 
+// Whether a call made with these options runs in the interpreter: when it asks for it, or when
+// TESSERA_INTERPRET is set as the call is made.
+bool runs_interpreted(const CallOptions& options);
+
+// The call operators of a kernel call over pl::Arrays, returning one Array or all outputs.
+// `Call::launch(args, loc)` runs it.
+template <class Call, class Result>
+class ArrayCall {
+ public:
   Result operator()(std::source_location loc = std::source_location::current()) const { return run({}, loc); }
   template <class... A>
     requires(std::is_convertible_v<const A&, const Array&> && ...)
@@ -89,6 +95,21 @@ class PallasCall {
   Result operator()(const std::vector<Array>& args, std::source_location loc = std::source_location::current()) const {
     return run(args, loc);
   }
+
+ private:
+  Result run(const std::vector<Array>& args, SourceLoc loc) const {
+    std::vector<Array> out = static_cast<const Call&>(*this).launch(args, loc);
+    if constexpr (std::is_same_v<Result, Array>) return out.at(0);
+    else return out;
+  }
+};
+
+}  // namespace detail
+
+template <class Result>
+class PallasCall : public detail::ArrayCall<PallasCall<Result>, Result> {
+ public:
+  explicit PallasCall(std::shared_ptr<detail::CallImpl> impl) : impl_(std::move(impl)) {}
 
   // The IR as traced, and after all passes, for these arguments (tools, golden tests, debugging);
   // print it with ir::print.
@@ -108,10 +129,9 @@ class PallasCall {
   const std::string& name() const { return detail::call_options(*impl_).name; }
 
  private:
-  Result run(const std::vector<Array>& args, SourceLoc loc) const {
-    std::vector<Array> out = detail::run_call(*impl_, args, loc);
-    if constexpr (std::is_same_v<Result, Array>) return out.at(0);
-    else return out;
+  friend class detail::ArrayCall<PallasCall<Result>, Result>;
+  std::vector<Array> launch(const std::vector<Array>& args, SourceLoc loc) const {
+    return detail::run_call(*impl_, args, loc);
   }
   std::shared_ptr<detail::CallImpl> impl_;
 };

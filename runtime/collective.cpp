@@ -48,7 +48,13 @@ std::shared_ptr<LaunchGroup> MeshRun::join(int64_t sequence, const LaunchKey& ke
   std::lock_guard lock(mutex_);
   std::shared_ptr<LaunchGroup>& group = groups_[sequence];
   if (!group) {
-    group = std::make_shared<LaunchGroup>(*mesh_, sequence, key, cores);
+    std::vector<std::string> devices;
+    for (int64_t d = 0; d < mesh_->size(); ++d) devices.push_back(mesh_->device_str(d));
+    group = std::make_shared<LaunchGroup>(
+        std::move(devices),
+        fmt::format("collective kernel `{}` (collective launch #{} of the shard_map over {})", key.kernel, sequence,
+                    mesh_->str()),
+        key, cores, /*entry_barrier=*/!key.collective_id);
     for (size_t d = 0; d < stopped_.size(); ++d)
       if (stopped_[d]) group->device_stopped(static_cast<int64_t>(d), *stopped_[d]);
     return group;
@@ -77,44 +83,45 @@ void MeshRun::device_stopped(int64_t device, const std::string& why) {
 
 // ---- LaunchGroup ------------------------------------------------------------------------------------
 
-LaunchGroup::LaunchGroup(const Mesh& mesh, int64_t sequence, LaunchKey key, int cores)
-    : mesh_(mesh), sequence_(sequence), key_(std::move(key)), cores_(cores),
-      participants_(static_cast<size_t>(mesh.size() * cores)) {}
+LaunchGroup::LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores,
+                         bool entry_barrier)
+    : members_(std::move(members)), scope_(std::move(scope)), key_(std::move(key)), cores_(cores),
+      entry_barrier_(entry_barrier), participants_(members_.size() * static_cast<size_t>(cores)) {}
 
-void LaunchGroup::join(int64_t device, int core, CoreContext* ctx) {
+void LaunchGroup::join(Seat seat, CoreContext* ctx) {
   std::lock_guard lock(mutex_);
-  Participant& p = at(device, core);
+  Participant& p = at(seat);
   p.state = State::joined;
   p.ctx = ctx;
   changed_.notify_all();
 }
 
-void LaunchGroup::ready(int64_t device, int core, bool barrier, SourceLoc loc) {
+void LaunchGroup::ready(Seat seat, SourceLoc loc) {
   std::unique_lock lock(mutex_);
-  at(device, core).state = State::ready;
+  at(seat).state = State::ready;
   changed_.notify_all();
-  if (!barrier) return;
+  if (!entry_barrier_) return;
   auto all_ready = [&] {
     for (const Participant& p : participants_)
       if (p.state == State::absent || p.state == State::joined) return false;
     return true;
   };
-  wait(lock, device, core, all_ready, [&] {
+  wait(lock, seat, all_ready, [&] {
     return BlockedOn{"the entry barrier of a collective kernel without a collective_id (every device must start it)", loc,
                      0, 0, {}};
   });
 }
 
-void LaunchGroup::finish(int64_t device, int core) {
+void LaunchGroup::finish(Seat seat) {
   std::lock_guard lock(mutex_);
-  at(device, core).state = State::finished;
+  at(seat).state = State::finished;
   changed_.notify_all();
 }
 
-void LaunchGroup::device_stopped(int64_t device, const std::string& why) {
+void LaunchGroup::device_stopped(int64_t member, const std::string& why) {
   std::lock_guard lock(mutex_);
   for (int c = 0; c < cores_; ++c) {
-    Participant& p = at(device, c);
+    Participant& p = at(Seat{member, c});
     if (p.state == State::absent) {
       p.state = State::stopped;
       p.on = BlockedOn{why, {}, 0, 0, {}};
@@ -123,29 +130,29 @@ void LaunchGroup::device_stopped(int64_t device, const std::string& why) {
   changed_.notify_all();
 }
 
-void LaunchGroup::with_target(int64_t device, int core, int64_t target, const std::string& what, SourceLoc loc,
+void LaunchGroup::with_target(Seat from, int64_t target, const std::string& what, SourceLoc loc,
                               const std::function<void(CoreContext&)>& op) {
   random_delay();
   std::unique_lock lock(mutex_);
-  Participant& t = at(target, core);
+  Participant& t = at(Seat{target, from.core});
   auto started = [&] { return t.state != State::absent && t.state != State::joined; };
-  wait(lock, device, core, started, [&] {
-    return BlockedOn{fmt::format("{} toward {}, which has not started the kernel yet", what, mesh_.device_str(target)), loc,
-                     0, 0, {}};
+  wait(lock, from, started, [&] {
+    return BlockedOn{fmt::format("{} toward {}, which has not started the kernel yet", what, members_[target]), loc, 0, 0,
+                     {}};
   });
   if (t.state == State::finished || t.state == State::stopped)
     throw Fault(fmt::format(
         "{} toward {}, whose instance of kernel `{}` has already {}: a device may only reach another while that one runs "
         "the same kernel. Make the receiver wait for it (wait_recv, or semaphore_wait on the signalled semaphore) before "
         "its kernel ends",
-        what, mesh_.device_str(target), key_.kernel, t.state == State::finished ? "ended" : "stopped"));
+        what, members_[target], key_.kernel, t.state == State::finished ? "ended" : "stopped"));
   op(*t.ctx);
   changed_.notify_all();
 }
 
-void LaunchGroup::wait(std::unique_lock<std::mutex>& lock, int64_t device, int core, const std::function<bool()>& done,
+void LaunchGroup::wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
                        const std::function<BlockedOn()>& on) {
-  Participant& me = at(device, core);
+  Participant& me = at(seat);
   const State before = me.state;
   while (!done()) {
     me.state = State::blocked;
@@ -184,14 +191,11 @@ void LaunchGroup::check() {
 }
 
 std::string LaunchGroup::report() const {
-  std::string s = fmt::format(
-      "deadlock: no device can make progress in collective kernel `{}` (collective launch #{} of the shard_map over {}); "
-      "every device waits or is done:",
-      key_.kernel, sequence_, mesh_.str());
+  std::string s = fmt::format("deadlock: nothing can make progress in {}; every participant waits or is done:", scope_);
   for (size_t i = 0; i < participants_.size(); ++i) {
     const Participant& p = participants_[i];
-    const int64_t device = static_cast<int64_t>(i) / cores_;
-    const std::string who = cores_ > 1 ? fmt::format("{}, core {}", mesh_.device_str(device), i % cores_) : mesh_.device_str(device);
+    const std::string& member = members_[i / static_cast<size_t>(cores_)];
+    const std::string who = cores_ > 1 ? fmt::format("{}, core {}", member, i % cores_) : member;
     switch (p.state) {
       case State::blocked:
         s += fmt::format("\n    {}: {} at {}", who, p.on.what, p.on.loc.str());
@@ -202,9 +206,9 @@ std::string LaunchGroup::report() const {
       default: s += fmt::format("\n    {}: running", who); break;
     }
   }
-  s += "\n  no copies are in flight: copies between devices land when they start";
-  s += "\n  fix: every wait needs a matching copy or signal from a device that is still running the kernel; check "
-       "which device should have sent what the blocked ones wait for";
+  s += "\n  no copies are in flight: copies between participants land when they start, or when their core blocks";
+  s += "\n  fix: every wait needs a matching copy or signal from a participant that is still running; check which one "
+       "should have sent what the blocked ones wait for";
   return s;
 }
 
@@ -212,11 +216,11 @@ std::string LaunchGroup::report() const {
 
 void collective_ready(CoreContext& core) {
   if (!core.group) return;
-  core.group->ready(core.device->logical, core.point.core, !core.group->key().collective_id, core.group->key().loc);
+  core.group->ready(core.seat, core.group->key().loc);
 }
 
 void collective_finish(CoreContext& core) {
-  if (core.group) core.group->finish(core.device->logical, core.point.core);
+  if (core.group) core.group->finish(core.seat);
 }
 
 int64_t target_device(const Mesh& mesh, std::span<const int64_t> ids, bool logical) {
@@ -250,6 +254,9 @@ std::byte* translate(const CoreContext& from, const CoreContext& to, const std::
 
 std::atomic_ref<int64_t> counter(int64_t* sem) { return std::atomic_ref<int64_t>(*sem); }
 
+// The group member that is device `target` of the sender's mesh.
+int64_t member_of(const CoreContext& core, int64_t target) { return core.device->first_member + target; }
+
 void require_group(const CoreContext& core) {
   if (!core.group || !core.device)
     throw Fault("a remote copy or signal outside a collective launch: run the kernel inside pl::shard_map");
@@ -265,7 +272,7 @@ void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_
   timeline::Scope span(timeline::Track::copies(core.device->logical, core.point.core),
                        timeline::recording() ? fmt::format("remote copy {} B to device {}", bytes, target) : "", "dma");
   const int64_t extent = window_extent(shape, dst_strides, es);
-  core.group->with_target(core.device->logical, core.point.core, target, "a remote copy", loc, [&](CoreContext& t) {
+  core.group->with_target(core.seat, member_of(core, target), "a remote copy", loc, [&](CoreContext& t) {
     std::byte* to = translate(core, t, dst, extent, "the destination of a remote copy");
     auto* recv = reinterpret_cast<int64_t*>(
         translate(core, t, reinterpret_cast<const std::byte*>(recv_sem), sizeof(int64_t), "the receive semaphore"));
@@ -278,7 +285,7 @@ void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_
 void remote_signal(CoreContext& core, const int64_t* sem, int64_t inc, int64_t target, SourceLoc loc) {
   require_group(core);
   if (inc < 0) throw Fault(fmt::format("semaphore_signal by {}: a signal adds a non-negative amount", inc));
-  core.group->with_target(core.device->logical, core.point.core, target, "a remote semaphore_signal", loc,
+  core.group->with_target(core.seat, member_of(core, target), "a remote semaphore_signal", loc,
                           [&](CoreContext& t) {
                             auto* to = reinterpret_cast<int64_t*>(translate(
                                 core, t, reinterpret_cast<const std::byte*>(sem), sizeof(int64_t), "the signalled semaphore"));

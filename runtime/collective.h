@@ -1,6 +1,7 @@
 // Collective launches (DESIGN.md §4b): a kernel that talks to other devices runs as one group of
 // launches, one per device of the mesh, and remote copies and signals go from a core of one device
-// to the same core of another through the group.
+// to the same core of another through the group. mpmd_map runs all its participants (every point of
+// every mesh) as one group too, so that they can block on semaphores they share.
 //
 // Every device's n-th collective launch in a shard_map call joins the same group, so a remote copy
 // always lands in the target's buffers of the same kernel invocation, whatever the devices' relative
@@ -61,6 +62,13 @@ class MeshRun {
   std::vector<std::optional<std::string>> stopped_;  // by device: why it stopped
 };
 
+// A core's place in its launch group: the member (a device of the shard_map's mesh, or an mpmd_map
+// participant) and its core there.
+struct Seat {
+  int64_t member = 0;
+  int core = 0;
+};
+
 // What a blocked participant waits for, for the wait-for picture.
 struct BlockedOn {
   std::string what;  // "DMA wait on DMA semaphore `scratch 1`", "the entry barrier", ...
@@ -71,31 +79,39 @@ struct BlockedOn {
 
 class LaunchGroup {
  public:
-  LaunchGroup(const Mesh& mesh, int64_t sequence, LaunchKey key, int cores);
+  // `members` names each member for messages ("device 3 (x=1, y=1)"), each with `cores` cores;
+  // `scope` says what the group is ("collective kernel `k` (collective launch #0 of ...)").
+  // `entry_barrier`: every participant waits at its start until all are ready.
+  LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores, bool entry_barrier);
 
   const LaunchKey& key() const { return key_; }
   int cores() const { return cores_; }
+  bool entry_barrier() const { return entry_barrier_; }
   std::mutex& mutex() { return mutex_; }
 
-  // Joins core `core` of `device` with its context (not ready yet).
-  void join(int64_t device, int core, CoreContext* ctx);
-  // Its memory is allocated; with `barrier`, waits until every participant is.
-  void ready(int64_t device, int core, bool barrier, SourceLoc loc);
+  // Joins the participant at `seat` with its context (not ready yet).
+  void join(Seat seat, CoreContext* ctx);
+  // Its memory is allocated; with the entry barrier, waits until every participant is.
+  void ready(Seat seat, SourceLoc loc);
   // The kernel ended on this participant (normally or not): no remote operation may reach it any more.
-  void finish(int64_t device, int core);
-  // The device stopped without joining (or after): participants that wait for it fail.
-  void device_stopped(int64_t device, const std::string& why);
+  void finish(Seat seat);
+  // The member stopped without joining (or after): participants that wait for it fail.
+  void device_stopped(int64_t member, const std::string& why);
 
-  // Runs `op` on the target participant (the same core of `target`) once it is ready, under the
-  // group's lock; waits meanwhile. Throws Fault when the target already finished or the group failed.
-  void with_target(int64_t device, int core, int64_t target, const std::string& what, SourceLoc loc,
+  // Runs `op` on the target participant (the same core of member `target`) once it is ready, under
+  // the group's lock; waits meanwhile. Throws Fault when the target already finished or the group failed.
+  void with_target(Seat from, int64_t target, const std::string& what, SourceLoc loc,
                    const std::function<void(CoreContext&)>& op);
   // Blocks (the lock held by `lock`) until `done()` is true, recording `on` for the wait-for picture.
   // Throws Fault with the deadlock report when nothing can make progress.
-  void wait(std::unique_lock<std::mutex>& lock, int64_t device, int core, const std::function<bool()>& done,
+  void wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
             const std::function<BlockedOn()>& on);
-  // Wakes every waiter (a semaphore changed).
-  void notify() { changed_.notify_all(); }
+  // Wakes every waiter: a semaphore changed. Called without the lock, it takes it first, so that a
+  // waiter between its check and its sleep cannot miss the change.
+  void notify() {
+    { std::lock_guard lock(mutex_); }
+    changed_.notify_all();
+  }
 
  private:
   enum class State { absent, joined, ready, blocked, finished, stopped };
@@ -105,15 +121,16 @@ class LaunchGroup {
     BlockedOn on;                               // blocked: what on; stopped: why
     const std::function<bool()>* done = nullptr;  // blocked: whether it may go on
   };
-  Participant& at(int64_t device, int core) { return participants_[static_cast<size_t>(device * cores_ + core)]; }
+  Participant& at(Seat s) { return participants_[static_cast<size_t>(s.member * cores_ + s.core)]; }
   // Throws the group's failure, or detects a deadlock (sets the failure, wakes everyone, throws).
   void check();
   std::string report() const;
 
-  const Mesh& mesh_;
-  int64_t sequence_;
+  std::vector<std::string> members_;
+  std::string scope_;
   LaunchKey key_;
   int cores_;
+  bool entry_barrier_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Participant> participants_;

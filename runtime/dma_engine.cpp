@@ -144,10 +144,10 @@ void DmaEngine::configure(DmaMode mode, uint64_t seed) {
   if (mode == DmaMode::worker && !shared_) shared_ = std::make_unique<Shared>();
 }
 
-void DmaEngine::join(LaunchGroup* group, int64_t device, int core) {
+void DmaEngine::join(LaunchGroup* group, int64_t member, int core) {
   group_ = group;
-  device_ = device;
-  core_ = core;
+  member_ = member;
+  seat_core_ = core;
   if (mode_ == DmaMode::worker) mode_ = DmaMode::eager;
 }
 
@@ -173,6 +173,18 @@ std::string DmaEngine::describe(const int64_t* sem) const {
 void DmaEngine::apply(Copy& copy) {
   copy.move();
   counter(copy.sem).fetch_add(copy.bytes);
+  signalled();
+}
+
+void DmaEngine::signalled() {
+  if (group_) group_->notify();  // another participant may wait on it (mpmd_map's shared semaphores)
+}
+
+bool DmaEngine::take(int64_t* sem, int64_t value) {
+  int64_t have = value_of(sem);
+  while (have >= value)
+    if (counter(sem).compare_exchange_weak(have, have - value)) return true;
+  return false;
 }
 
 void DmaEngine::start(Copy copy) {
@@ -204,6 +216,7 @@ void DmaEngine::signal(int64_t* sem, int64_t inc) {
     throw Fault(fmt::format("semaphore_signal of {} by {}: a signal adds a non-negative amount (wait to take some away)",
                             describe(sem), inc));
   counter(sem).fetch_add(inc);
+  signalled();
 }
 
 int64_t DmaEngine::read(const int64_t* sem) { return value_of(sem); }
@@ -218,16 +231,10 @@ void DmaEngine::wait(int64_t* sem, int64_t value, bool dma, SourceLoc loc) {
     span.arg("value", std::to_string(value));
     span.arg("at", loc.str());
   }
-  // Only this core subtracts from its semaphores, so once the value suffices it stays sufficient.
-  auto take = [&] {
-    if (value_of(sem) < value) return false;
-    counter(sem).fetch_sub(value);
-    return true;
-  };
   switch (mode_) {
     case DmaMode::eager:
     case DmaMode::on_wait:
-      while (!take()) {
+      while (!take(sem, value)) {
         // on_wait: complete the copies toward this semaphore one at a time, in a seeded random order.
         std::vector<size_t> candidates;
         for (size_t i = 0; i < pending_.size(); ++i)
@@ -240,24 +247,25 @@ void DmaEngine::wait(int64_t* sem, int64_t value, bool dma, SourceLoc loc) {
           continue;
         }
         if (!group_) deadlock(sem, value, value_of(sem), dma, loc);
-        // Another device may still signal it: block in the group, which knows when none can.
+        // The core blocks, its copies go on: the other participants may be waiting for them.
+        flush();
+        // Another participant may still signal it: block in the group, which knows when none can.
+        // Others may take from the same semaphore, so it is taken again after waking.
         std::unique_lock lock(group_->mutex());
         group_->wait(
-            lock, device_, core_, [&] { return value_of(sem) >= value; },
+            lock, Seat{member_, seat_core_}, [&] { return value_of(sem) >= value; },
             [&] {
               return BlockedOn{fmt::format("{} on {}", dma ? "DMA wait" : "semaphore_wait", describe(sem)), loc,
                                value_of(sem), value, dma ? " bytes" : ""};
             });
-        counter(sem).fetch_sub(value);
-        return;
       }
       return;
     case DmaMode::worker: {
       for (int spin = 0; spin < 4096; ++spin)  // copies are short: a brief spin avoids a sleep
-        if (take()) return;
+        if (take(sem, value)) return;
       std::unique_lock lock(shared_->mutex);
       for (;;) {
-        if (take()) return;
+        if (take(sem, value)) return;
         if (shared_->failure) throw Fault(*shared_->failure);
         if (std::find(shared_->in_flight.begin(), shared_->in_flight.end(), sem) == shared_->in_flight.end())
           deadlock(sem, value, value_of(sem), dma, loc);
@@ -272,6 +280,14 @@ void DmaEngine::drain_worker() {
   std::unique_lock lock(shared_->mutex);
   shared_->done.wait(lock, [&] { return shared_->in_flight.empty(); });
   if (shared_->failure) throw Fault(*shared_->failure);
+}
+
+void DmaEngine::flush() {
+  if (mode_ == DmaMode::worker) drain_worker();
+  // In start order: a later copy to the same place wins, as it would have had they been eager.
+  std::vector<Copy> pending = std::move(pending_);
+  pending_.clear();
+  for (Copy& copy : pending) apply(copy);
 }
 
 void DmaEngine::stop() {

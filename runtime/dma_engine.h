@@ -63,9 +63,10 @@ class DmaEngine {
     core_ = core;
   }
   DmaMode mode() const { return mode_; }
-  // In a collective launch: waits block in the group (other devices may signal), which reports
-  // deadlocks across devices. Copies run eagerly or on_wait, not on the worker.
-  void join(LaunchGroup* group, int64_t device, int core);
+  // In a launch group (a collective launch, an mpmd_map) as `core` of `member`: waits block in the
+  // group (other participants may signal), which reports deadlocks across them, and a completed
+  // copy or a signal wakes the group's waiters. Copies run eagerly or on_wait, not on the worker.
+  void join(LaunchGroup* group, int64_t member, int core);
 
   // Names `count` semaphores at `base` for messages, as they are allocated. `kernel_lifetime`: they
   // live until the kernel ends (scratch), else until their run_scoped region ends.
@@ -80,6 +81,10 @@ class DmaEngine {
   // The end of the region that allocated [lo, hi): completes the copies touching it; semaphores in
   // it must be zero (else a Fault names the first that is not). `forget`: the memory is being freed.
   void release(const std::byte* lo, const std::byte* hi, bool forget);
+
+  // Completes every copy started and not done (on_wait), e.g. when the kernel ends normally and its
+  // copies target memory that outlives it.
+  void flush();
 
   // After a failure: waits for the copies running on the worker and drops the pending ones.
   void stop();
@@ -100,12 +105,17 @@ class DmaEngine {
 
   const Named* find(const int64_t* sem) const;
   void apply(Copy& copy);  // moves the data and signals, on the calling thread
+  void signalled();        // a semaphore went up: wakes the group's waiters
+  // Subtracts `value` from *sem if it holds that much; other cores may take from it at the same time.
+  static bool take(int64_t* sem, int64_t value);
   void drain_worker();     // waits until the worker finished this core's copies; rethrows their failure
   [[noreturn]] void deadlock(const int64_t* sem, int64_t value, int64_t have, bool dma, SourceLoc loc) const;
 
   DmaMode mode_ = DmaMode::eager;
   LaunchGroup* group_ = nullptr;
-  int64_t device_ = 0;
+  int64_t member_ = 0;  // the seat in the group
+  int seat_core_ = 0;
+  int64_t device_ = 0;  // for messages and timelines
   int core_ = 0;
   uint64_t seed_ = 0;
   uint64_t draws_ = 0;         // random choices made so far (on_wait)

@@ -67,6 +67,12 @@ void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
     throw RuntimeError(f.what(), ctx.point, ctx.group ? ctx.group->key().loc : SourceLoc{});
   }
   exec_region(frame, fn_.body, std::move(params));
+  // The kernel's copies land before it counts as finished: in a launch group others may wait for them.
+  try {
+    ctx.dma.flush();
+  } catch (const Fault& f) {
+    throw RuntimeError(f.what(), ctx.point, SourceLoc{});
+  }
 }
 
 std::vector<Value> Interpreter::exec_region(Frame& frame, ir::RegionId region, std::vector<Value> args) const {

@@ -101,6 +101,7 @@ struct CoreContext {
   // On a mesh: the device, and the group of a collective launch (DESIGN.md §4b).
   const DeviceContext* device = nullptr;
   LaunchGroup* group = nullptr;
+  Seat seat;  // in the group
   std::vector<MemoryRegion> regions;
   void add_region(int64_t key, const void* data, int64_t bytes);
   // What the timeline needs (timeline.h), while recording: when the kernel and the current grid step

@@ -56,6 +56,8 @@ struct DeviceContext {
   std::vector<int64_t> coords;
   MeshRun* run = nullptr;              // the shard_map call the device takes part in
   int64_t collective_launches = 0;     // collective kernels it has launched so far in that call
+  // The launch-group member that is device 0 of `mesh` (mpmd_map puts several meshes in one group).
+  int64_t first_member = 0;
 };
 
 // The current thread's device, or null outside shard_map.

@@ -14,6 +14,7 @@
 #include "dsl/devices.h"
 #include "dsl/emit_pipeline.h"
 #include "dsl/host_ops.h"
+#include "dsl/mpmd_map.h"
 #include "dsl/numerics.h"
 #include "dsl/pallas_call.h"
 #include "dsl/profile.h"

@@ -1,0 +1,198 @@
+// mpmd_map: kernels over their own meshes, running at once, sharing inputs, outputs, scratch and
+// semaphores; private VMEM per participant; the seed's validation errors; failures and deadlocks
+// across participants. Every case runs compiled and interpreted (eager and on_wait copies).
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include "tests/support/kernels.h"
+
+using namespace tessera;
+namespace pl = tessera;
+using doctest::Contains;
+
+namespace {
+
+constexpr int64_t kBlock = 8, kCols = 128;
+
+pl::Array iota_rows(int64_t m, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(m * n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 1000) * 0.5f;
+  return pl::Array::from_vector(v, {m, n});
+}
+
+std::vector<testing::Backend> mpmd_backends() {
+  auto all = testing::backends();
+  pl::InterpretParams on_wait;
+  on_wait.dma_execution_mode = pl::DmaExecutionMode::on_wait;
+  on_wait.random_seed = 7;
+  all.push_back({"interpret on_wait", testing::interpret(on_wait)});
+  return all;
+}
+
+// Two producer cores hand blocks of 2 * x to one consumer core through shared HBM slots (two per
+// producer); the consumer writes 2 * x + 1. A shared semaphore per slot says a block is in it, another
+// that the consumer is done with it. Each core's VMEM buffer is its own.
+pl::MpmdCall<pl::Array> producer_consumer(int64_t blocks, const pl::CallOptions& options) {
+  const int64_t uses0 = (blocks + 1) / 2;  // blocks of producer 0 (even ones); producer 1 has the odd ones
+  auto produce = [=](pl::Ref x, pl::Ref, pl::Ref slots, pl::Ref full, pl::Ref empty, pl::Ref buf) {
+    const pl::Value p = pl::axis_index("producer");
+    pl::loop(0, uses0, [&](pl::Value t) {
+      const pl::Value b = t * 2 + p;
+      pl::when(b < blocks, [&] {
+        const pl::Value slot = p * 2 + t % 2;
+        pl::sync_copy(x.at(pl::ds(b * kBlock, kBlock)), buf);
+        buf() = buf() * 2.0f;
+        pl::when(t >= 2, [&] { pl::semaphore_wait(empty.at(slot)); });  // its last block was taken
+        pl::sync_copy(buf, slots.at(slot));
+        pl::semaphore_signal(full.at(slot));
+      });
+    });
+  };
+  auto consume = [=](pl::Ref, pl::Ref o, pl::Ref slots, pl::Ref full, pl::Ref empty, pl::Ref buf) {
+    pl::loop(0, blocks, [&](pl::Value b) {
+      const pl::Value p = b % 2, t = b / 2;
+      const pl::Value slot = p * 2 + t % 2;
+      pl::semaphore_wait(full.at(slot));
+      pl::sync_copy(slots.at(slot), buf);
+      // Free the slot only when its producer will use it again: every semaphore ends at zero.
+      const pl::Value producer_uses = (blocks - p + 1) / 2;
+      pl::when(t + 2 < producer_uses, [&] { pl::semaphore_signal(empty.at(slot)); });
+      buf() = buf() + 1.0f;
+      pl::sync_copy(buf, o.at(pl::ds(b * kBlock, kBlock)));
+    });
+  };
+  pl::CallOptions o = options;
+  o.name = "producer_consumer";
+  return pl::mpmd_map({{pl::CoreMesh("producer", 2), produce}, {pl::CoreMesh("consumer", 1), consume}},
+                      pl::ShapeDtype({blocks * kBlock, kCols}, pl::f32),
+                      {pl::HBM({4, kBlock, kCols}, pl::f32), pl::SemaphoreType::REGULAR({4}),
+                       pl::SemaphoreType::REGULAR({4}), pl::VMEM({kBlock, kCols}, pl::f32)},
+                      o);
+}
+
+}  // namespace
+
+TEST_SUITE("dsl") {
+  TEST_CASE("mpmd_map: two producer cores hand blocks to a consumer core through shared scratch") {
+    for (const auto& backend : mpmd_backends()) {
+      INFO("backend: " << std::string(backend.name));
+      for (int64_t blocks : {1, 2, 7, 12}) {
+        INFO("blocks: " << blocks);
+        auto call = producer_consumer(blocks, backend.options);
+        const pl::Array x = iota_rows(blocks * kBlock, kCols);
+        const pl::Array out = call(x);
+        bool all = true;
+        for (int64_t i = 0; i < blocks * kBlock && all; ++i)
+          for (int64_t j = 0; j < kCols && all; ++j) all = out.at<float>({i, j}) == 2.0f * x.at<float>({i, j}) + 1.0f;
+        CHECK(all);
+        CHECK(call.interpreted() == backend.options.interpret.has_value());
+      }
+    }
+  }
+
+  TEST_CASE("mpmd_map: a copy started on one core wakes a wait on another, in both directions") {
+    // `send` copies x into shared scratch, signalling a shared DMA semaphore, and waits for `recv` to
+    // say it is done; `recv` waits on the DMA semaphore with a descriptor of the same copy (its byte
+    // count), then copies the scratch out. With on_wait copies, the pending copy lands when `send`
+    // blocks.
+    for (const auto& backend : mpmd_backends()) {
+      INFO("backend: " << std::string(backend.name));
+      auto send = [](pl::Ref x, pl::Ref, pl::Ref stage, pl::Ref landed, pl::Ref done) {
+        pl::async_copy(x, stage, landed);
+        pl::semaphore_wait(done);
+      };
+      auto recv = [](pl::Ref x, pl::Ref o, pl::Ref stage, pl::Ref landed, pl::Ref done) {
+        pl::make_async_copy(x, stage, landed).wait();
+        pl::sync_copy(stage, o);
+        pl::semaphore_signal(done);
+      };
+      auto call = pl::mpmd_map({{pl::CoreMesh("s", 1), send}, {pl::CoreMesh("r", 1), recv}},
+                               pl::ShapeDtype({16, kCols}, pl::f32),
+                               {pl::ANY({16, kCols}, pl::f32), pl::SemaphoreType::DMA, pl::SemaphoreType::REGULAR},
+                               backend.options);
+      const pl::Array x = iota_rows(16, kCols);
+      CHECK(call(x).to_vector<float>() == x.to_vector<float>());
+    }
+  }
+
+  TEST_CASE("mpmd_map: every point of every mesh runs once, with axis_index over its own mesh") {
+    // Function 0 on a 2x2 mesh of devices, function 1 on 3 cores; each writes its coordinates into
+    // its own rows of the shared output from a VMEM buffer of its own.
+    for (const auto& backend : mpmd_backends()) {
+      INFO("backend: " << std::string(backend.name));
+      auto on_devices = [](pl::Ref o, pl::Ref buf) {
+        const pl::Value x = pl::axis_index("x"), y = pl::axis_index("y");
+        buf() = pl::broadcast_to((x * 10 + y).astype(pl::f32), {kBlock, kCols});
+        pl::sync_copy(buf, o.at(pl::ds((x * 2 + y) * kBlock, kBlock)));
+      };
+      auto on_cores = [](pl::Ref o, pl::Ref buf) {
+        const pl::Value c = pl::axis_index("core");
+        buf() = pl::broadcast_to((c + 100).astype(pl::f32), {kBlock, kCols});
+        pl::sync_copy(buf, o.at(pl::ds((c + 4) * kBlock, kBlock)));
+      };
+      auto call = pl::mpmd_map({{pl::Mesh({2, 2}, {"x", "y"}), on_devices}, {pl::CoreMesh("core", 3), on_cores}},
+                               pl::ShapeDtype({7 * kBlock, kCols}, pl::f32), {pl::VMEM({kBlock, kCols}, pl::f32)},
+                               backend.options);
+      const pl::Array out = call();
+      const float expected[] = {0, 1, 10, 11, 100, 101, 102};
+      for (int64_t r = 0; r < 7; ++r) {
+        CHECK(out.at<float>({r * kBlock, 0}) == expected[r]);
+        CHECK(out.at<float>({r * kBlock + kBlock - 1, kCols - 1}) == expected[r]);
+      }
+    }
+  }
+
+  TEST_CASE("mpmd_map: core_map-style remote copies into another core's own VMEM") {
+    // Each of 4 cores pushes its row block of x into the next core's VMEM inbox (a remote copy over
+    // the core axis) and writes what it received: a rotation of the blocks. Semaphores are shared,
+    // so each core uses its own entry of the arrays.
+    for (const auto& backend : mpmd_backends()) {
+      INFO("backend: " << std::string(backend.name));
+      auto ring = [](pl::Ref x, pl::Ref o, pl::Ref outbox, pl::Ref inbox, pl::Ref sent, pl::Ref received) {
+        const pl::Value c = pl::axis_index("core");
+        const pl::Value next = (c + 1) % 4;
+        pl::sync_copy(x.at(pl::ds(c * kBlock, kBlock)), outbox);
+        auto copy = pl::make_async_remote_copy(outbox, inbox, sent.at(c), received.at(next), pl::DeviceId({{"core", next}}));
+        copy.start();
+        copy.wait_send();
+        pl::make_async_copy(outbox, inbox, received.at(c)).wait();  // this core's inbox is full
+        pl::sync_copy(inbox, o.at(pl::ds(c * kBlock, kBlock)));
+      };
+      auto call = pl::mpmd_map({{pl::CoreMesh("core", 4), ring}}, pl::ShapeDtype({4 * kBlock, kCols}, pl::f32),
+                               {pl::VMEM({kBlock, kCols}, pl::f32), pl::VMEM({kBlock, kCols}, pl::f32),
+                                pl::SemaphoreType::DMA({4}), pl::SemaphoreType::DMA({4})},
+                               backend.options);
+      const pl::Array x = iota_rows(4 * kBlock, kCols);
+      const pl::Array out = call(x);
+      for (int64_t c = 0; c < 4; ++c) {
+        const int64_t from = (c + 3) % 4;
+        CHECK(out.at<float>({c * kBlock, 0}) == x.at<float>({from * kBlock, 0}));
+        CHECK(out.at<float>({c * kBlock + 5, 77}) == x.at<float>({from * kBlock + 5, 77}));
+      }
+    }
+  }
+
+  TEST_CASE("mpmd_map: input_output_aliases, and calls with new shapes trace again") {
+    for (const auto& backend : mpmd_backends()) {
+      INFO("backend: " << std::string(backend.name));
+      // Two cores each add one to their half of an aliased array, in place.
+      auto add_one = [](pl::Ref, pl::Ref o, pl::Ref buf) {
+        const pl::Value c = pl::axis_index("core");
+        const int64_t half = o.shape()[0] / 2;
+        pl::sync_copy(o.at(pl::ds(c * half, half)), buf.at(pl::ds(0, half)));
+        buf.at(pl::ds(0, half))() = buf.at(pl::ds(0, half))() + 1.0f;
+        pl::sync_copy(buf.at(pl::ds(0, half)), o.at(pl::ds(c * half, half)));
+      };
+      pl::CallOptions options = backend.options;
+      options.input_output_aliases = {{0, 0}};
+      auto call = pl::mpmd_map({{pl::CoreMesh("core", 2), add_one}}, pl::ShapeDtype({16, kCols}, pl::f32),
+                               {pl::VMEM({16, kCols}, pl::f32)}, options);
+      const pl::Array x = iota_rows(16, kCols);
+      const std::vector<float> before = x.to_vector<float>();
+      const pl::Array out = call(x);
+      CHECK(x.to_vector<float>() == before);  // the caller's array is not modified
+      CHECK(out.at<float>({0, 3}) == before[3] + 1.0f);
+      CHECK(out.at<float>({15, 127}) == before[15 * kCols + 127] + 1.0f);
+    }
+  }
+}
