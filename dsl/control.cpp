@@ -10,8 +10,12 @@ namespace {
 
 detail::TraceContext& grid_context(int axis, const char* api, SourceLoc loc) {
   auto& ctx = detail::TraceContext::current(api, loc);
-  // Kernel bodies and index maps are always traced inside a grid.
-  if (ctx.grids.empty()) throw InternalError("tracing", fmt::format("{} traced outside any grid", api));
+  // pallas_call kernels and index maps are traced inside a grid; mpmd_map kernels have none.
+  if (ctx.grids.empty())
+    throw UserError(fmt::format("{} in a kernel without a grid", api),
+                    "an mpmd_map kernel: it runs once at every point of its mesh",
+                    "ask for the point with pl::axis_index(\"<axis name>\") (or run an emit_pipeline, whose body has a grid)",
+                    loc);
   const auto& grid = ctx.grids.back();
   if (axis < 0 || axis >= static_cast<int>(grid.size()))
     throw UserError(fmt::format("{}: axis {} is out of range for the grid", api, axis),

@@ -356,10 +356,24 @@ std::vector<Array> MpmdImpl::run(std::span<const Array> args, SourceLoc loc) {
   for (size_t i = 1; i < participants.size(); ++i) threads.emplace_back(body, i);
   body(0);
   for (std::thread& t : threads) t.join();
-  // The first failure is the cause; later ones (participants left waiting for it) are consequences.
+  // A participant's own failure is the cause; the deadlock report of the ones left waiting for it is
+  // a consequence (and the cause when there is nothing else). Of several, the first to fail.
+  const std::optional<std::string> deadlock = group.failure();
+  auto consequence = [&](size_t i) {
+    try {
+      std::rethrow_exception(errors[i]);
+    } catch (const RuntimeError& e) {
+      return deadlock && e.problem() == *deadlock;
+    } catch (...) {
+      return false;
+    }
+  };
   size_t first = participants.size();
-  for (size_t i = 0; i < participants.size(); ++i)
-    if (errors[i] && (first == participants.size() || error_order[i] < error_order[first])) first = i;
+  for (size_t i = 0; i < participants.size(); ++i) {
+    if (!errors[i]) continue;
+    if (first == participants.size() || std::pair(consequence(i), error_order[i]) < std::pair(consequence(first), error_order[first]))
+      first = i;
+  }
   if (first < participants.size()) {
     try {
       std::rethrow_exception(errors[first]);

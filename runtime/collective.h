@@ -106,6 +106,11 @@ class LaunchGroup {
   // Throws Fault with the deadlock report when nothing can make progress.
   void wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
             const std::function<BlockedOn()>& on);
+  // The deadlock report, once the group found one: every participant that was waiting fails with it.
+  std::optional<std::string> failure() {
+    std::lock_guard lock(mutex_);
+    return failure_;
+  }
   // Wakes every waiter: a semaphore changed. Called without the lock, it takes it first, so that a
   // waiter between its check and its sleep cannot miss the change.
   void notify() {

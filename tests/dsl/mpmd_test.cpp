@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "dsl/ir/printer.h"
 #include "tests/support/kernels.h"
 
 using namespace tessera;
@@ -193,6 +194,132 @@ TEST_SUITE("dsl") {
       CHECK(x.to_vector<float>() == before);  // the caller's array is not modified
       CHECK(out.at<float>({0, 3}) == before[3] + 1.0f);
       CHECK(out.at<float>({15, 127}) == before[15 * kCols + 127] + 1.0f);
+    }
+  }
+
+  TEST_CASE("mpmd_map: the traced kernel takes the shared memory as parameters and allocates its own") {
+    auto k = [](pl::Ref x, pl::Ref o, pl::Ref stage, pl::Ref sems, pl::Ref mine) {
+      pl::sync_copy(x, mine);
+      pl::sync_copy(mine, stage);
+      pl::semaphore_signal(sems.at(0));
+      pl::semaphore_wait(sems.at(0));
+      pl::sync_copy(stage, o);
+    };
+    auto call = pl::mpmd_map({{pl::CoreMesh("core", 1), k}}, pl::ShapeDtype({8, kCols}, pl::f32),
+                             {pl::HBM({8, kCols}, pl::f32), pl::SemaphoreType::REGULAR({2}), pl::VMEM({8, kCols}, pl::f32)});
+    const std::vector<pl::Array> args{iota_rows(8, kCols)};
+    const std::string ir = ir::print(call.traced(args, 0));
+    CHECK(ir.find("(%0 \"input 0\": ref<8x128xf32, any>, %1 \"output 0\": ref<8x128xf32, any>, %2 \"scratch 0\": "
+                  "ref<8x128xf32, hbm>, %3 \"scratch 1\": ref<2xsem, semaphore>)") != std::string::npos);
+    CHECK(ir.find("alloc \"scratch 2\" : ref<8x128xf32, vmem>") != std::string::npos);
+  }
+}
+
+TEST_SUITE("errors") {
+  TEST_CASE("errors: mpmd_map's validation (the seed's: no pairs, conflicting axis sizes) and misuse") {
+    auto k2 = [](pl::Ref, pl::Ref) {};
+    int line = __LINE__ + 1;
+    CHECK_THROWS_WITH_AS(pl::mpmd_map({}, pl::ShapeDtype({8}, pl::f32)),
+                         Contains("mpmd_map `kernel`: at least one mesh/function pair is required"), UserError);
+    try {
+      line = __LINE__ + 1;
+      pl::mpmd_map({{pl::CoreMesh("core", 2), k2}, {pl::Mesh({4, 2}, {"core", "sub"}), k2}},
+                   pl::ShapeDtype({8}, pl::f32));
+      FAIL("no error");
+    } catch (const UserError& e) {
+      CHECK(e.problem() == "mpmd_map `kernel`: conflicting size for axis `core`");
+      CHECK(e.given() == "function 0's mesh CoreMesh(\"core\", 2) gives it 2, function 1's mesh Mesh('core': 4, 'sub': 2) gives it 4");
+      CHECK(e.loc().line == static_cast<uint32_t>(line));
+    }
+    // The same axis in several meshes is fine when it has one size.
+    CHECK_NOTHROW(pl::mpmd_map({{pl::CoreMesh("core", 2), k2}, {pl::Mesh({2, 4}, {"core", "sub"}), k2}},
+                               pl::ShapeDtype({8}, pl::f32)));
+    CHECK_THROWS_WITH_AS(pl::CoreMesh("core", 0), Contains("a CoreMesh needs a non-empty axis name and at least one core"),
+                         UserError);
+    pl::CallOptions semantics;
+    semantics.compiler_params.dimension_semantics = {pl::parallel};
+    CHECK_THROWS_WITH_AS(pl::mpmd_map({{pl::CoreMesh("core", 2), k2}}, pl::ShapeDtype({8}, pl::f32), {}, semantics),
+                         Contains("dimension_semantics must be empty"), UserError);
+    // A kernel of the wrong arity, found at the first call (the inputs count).
+    auto call = pl::mpmd_map({{pl::CoreMesh("core", 1), k2}}, pl::ShapeDtype({8}, pl::f32), {pl::SemaphoreType::REGULAR});
+    CHECK_THROWS_WITH_AS(call(pl::Array::zeros({8}, pl::f32)),
+                         Contains("a kernel of 2 pl::Ref parameter(s); the mpmd_map provides 3 = 1 input(s) + 1 output(s) + 1 "
+                                  "scratch"),
+                         UserError);
+    // The grid is the mesh: program_id has no grid to ask.
+    auto with_program_id = [](pl::Ref o) { o[0] = pl::program_id(0); };
+    CHECK_THROWS_WITH_AS(pl::mpmd_map({{pl::CoreMesh("core", 1), with_program_id}}, pl::ShapeDtype({8}, pl::i32))(),
+                         Contains("pl::program_id in a kernel without a grid"), UserError);
+    // Axes of another pair's mesh are not this kernel's.
+    auto other_axis = [](pl::Ref o, pl::Ref buf) {
+      buf() = pl::broadcast_to(pl::axis_index("sub"), {8});
+      pl::sync_copy(buf, o);
+    };
+    CHECK_THROWS_WITH_AS(pl::mpmd_map({{pl::CoreMesh("core", 1), other_axis}}, pl::ShapeDtype({8}, pl::i32),
+                                      {pl::VMEM({8}, pl::i32)})(),
+                         Contains("the mesh has no axis `sub`"), UserError);
+    // Output refs are whole arrays in ANY: reached by copies, not loads.
+    auto loads_any = [](pl::Ref x, pl::Ref o) { o() = x(); };
+    CHECK_THROWS_AS(pl::mpmd_map({{pl::CoreMesh("core", 1), loads_any}}, pl::ShapeDtype({8}, pl::f32))(
+                        pl::Array::zeros({8}, pl::f32)),
+                    UserError);
+    // A kernel that returns a value does not compile: wrap_kernel's static_assert says "a kernel must
+    // return void: it writes its results through its output refs".
+  }
+
+  TEST_CASE("errors: mpmd_map failures name the participant, deadlocks and shared semaphores left non-zero") {
+    for (const auto& backend : mpmd_backends()) {
+      INFO("backend: " << std::string(backend.name));
+      pl::CallOptions options = backend.options;
+      options.name = "pc";
+      // The consumer waits for two signals; the producer sends one, then ends.
+      auto producer = [](pl::Ref, pl::Ref ready) { pl::semaphore_signal(ready); };
+      auto consumer = [](pl::Ref, pl::Ref ready) { pl::semaphore_wait(ready, 2); };
+      auto deadlocked = pl::mpmd_map({{pl::CoreMesh("p", 1), producer}, {pl::CoreMesh("c", 1), consumer}},
+                                     pl::ShapeDtype({8}, pl::f32), {pl::SemaphoreType::REGULAR}, options);
+      try {
+        deadlocked();
+        FAIL("no error");
+      } catch (const RuntimeError& e) {
+        const std::string m = e.what();
+        CHECK(m.find("deadlock: nothing can make progress in mpmd_map `pc`") != std::string::npos);
+        CHECK(m.find("function 1 (CoreMesh(\"c\", 1)) at c=0: semaphore_wait on semaphore `scratch 0`") != std::string::npos);
+        CHECK(m.find("holds 1 of 2") != std::string::npos);
+        CHECK(m.find("function 0 (CoreMesh(\"p\", 1)) at p=0: finished the kernel") != std::string::npos);
+      }
+      // Signalled twice, waited once: the shared semaphore is 1 when everything ended.
+      auto twice = [](pl::Ref, pl::Ref ready) { pl::semaphore_signal(ready, 2); };
+      auto once = [](pl::Ref, pl::Ref ready) { pl::semaphore_wait(ready); };
+      auto left = pl::mpmd_map({{pl::CoreMesh("p", 1), twice}, {pl::CoreMesh("c", 1), once}}, pl::ShapeDtype({8}, pl::f32),
+                               {pl::SemaphoreType::REGULAR}, options);
+      CHECK_THROWS_WITH_AS(left(),
+                           Contains("semaphore `scratch 0` is 1 when mpmd_map `pc` ends: a semaphore the participants share "
+                                    "must be back at zero by then (1 signalled that no semaphore_wait took)"),
+                           RuntimeError);
+      // An out-of-bounds copy on core 1 of the producers: the error names it; the consumer left
+      // waiting fails too, as a consequence, and is not what the caller sees.
+      auto bad = [](pl::Ref x, pl::Ref, pl::Ref ready, pl::Ref buf) {
+        const pl::Value p = pl::axis_index("p");
+        pl::sync_copy(x.at(pl::ds(p * 12, 8)), buf);
+        pl::semaphore_signal(ready);
+      };
+      auto waits = [](pl::Ref, pl::Ref, pl::Ref ready, pl::Ref) { pl::semaphore_wait(ready, 2); };
+      auto failing = pl::mpmd_map({{pl::CoreMesh("p", 2), bad}, {pl::CoreMesh("c", 1), waits}},
+                                  pl::ShapeDtype({8}, pl::f32), {pl::SemaphoreType::REGULAR, pl::VMEM({8}, pl::f32)},
+                                  options);
+      try {
+        failing(pl::Array::zeros({16}, pl::f32));
+        FAIL("no error");
+      } catch (const RuntimeError& e) {
+        const std::string m = e.what();
+        CHECK(m.find("mpmd_map `pc`, function 0 (CoreMesh(\"p\", 2)) at p=1:") == 0);
+        CHECK(m.find("out-of-bounds slice of `input 0`: ds(12, 8)") != std::string::npos);
+        CHECK(e.where().grid_point == std::vector<int64_t>{1});
+      }
+      // Nothing is poisoned: the working call runs after the failures.
+      auto call = producer_consumer(3, backend.options);
+      const pl::Array x = iota_rows(3 * kBlock, kCols);
+      CHECK(call(x).at<float>({17, 5}) == 2.0f * x.at<float>({17, 5}) + 1.0f);
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "tests/support/kernels.h"
 
@@ -171,6 +172,38 @@ TEST_SUITE("dsl") {
         for (const json& e : events(trace, "scope", "shard_map")) bodies += e.at("pid") == d;
         CHECK(bodies == 1);
       }
+    });
+  }
+
+  TEST_CASE("timeline: mpmd_map participants are cores (of a CoreMesh) or devices (of a Mesh)") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      // A core hands a flag to two devices' worth of waiters: each waits for its own signal.
+      auto producer = [](pl::Ref, pl::Ref flags) {
+        pl::named_scope("produce", [&] {
+          pl::semaphore_signal(flags.at(0));
+          pl::semaphore_signal(flags.at(1));
+        });
+      };
+      auto waiter = [](pl::Ref, pl::Ref flags) { pl::semaphore_wait(flags.at(pl::axis_index("x"))); };
+      pl::CallOptions options = backend;
+      options.name = "handover";
+      auto call = pl::mpmd_map({{pl::CoreMesh("core", 1), producer}, {pl::Mesh({2}, {"x"}), waiter}},
+                               pl::ShapeDtype({8}, pl::f32), {pl::SemaphoreType::REGULAR({2})}, options);
+      const std::string path = temp_path("mpmd");
+      pl::profile(path, [&] { call(); });
+      const json trace = read_json(path);
+      std::filesystem::remove(path);
+      const std::vector<json> kernels = events(trace, "kernel", "handover");
+      REQUIRE(kernels.size() == 3);
+      // The producer is core 0 of device 0; the waiters are devices 0 and 1 of their mesh, as cores 1 and 2.
+      std::set<std::pair<int64_t, std::string>> where;
+      for (const json& k : kernels) where.emplace(k.at("pid"), track_name(trace, k.at("pid"), k.at("tid")));
+      CHECK(where == std::set<std::pair<int64_t, std::string>>{{0, "core 0"}, {0, "core 1"}, {1, "core 2"}});
+      CHECK(track_name(trace, 1, -1) == "device 1 (x=1)");
+      const std::vector<json> scopes = events(trace, "scope", "produce");
+      REQUIRE(scopes.size() == 1);
+      CHECK(track_name(trace, scopes[0].at("pid"), scopes[0].at("tid")) == "core 0");
+      CHECK(events(trace, "wait", "semaphore_wait").size() == 2);
     });
   }
 
