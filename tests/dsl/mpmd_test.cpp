@@ -197,6 +197,29 @@ TEST_SUITE("dsl") {
     }
   }
 
+  TEST_CASE("mpmd_map: each core runs an emit_pipeline over its half of the rows") {
+    // The usual core_map pattern: the mesh splits the work, emit_pipeline streams each core's part
+    // through VMEM blocks.
+    for (const auto& backend : mpmd_backends()) {
+      INFO("backend: " << std::string(backend.name));
+      auto kernel = [](pl::Ref x, pl::Ref o) {
+        const pl::Value c = pl::axis_index("core");
+        auto rows = [&](pl::Value i) { return pl::idx(c * 4 + i, 0); };
+        pl::emit_pipeline([](pl::Ref xb, pl::Ref ob) { ob() = xb() * 3.0f; },
+                          {.grid = {4},
+                           .in_specs = {pl::BlockSpec({kBlock, kCols}, rows)},
+                           .out_specs = {pl::BlockSpec({kBlock, kCols}, rows)}})(x, o);
+      };
+      auto call = pl::mpmd_map({{pl::CoreMesh("core", 2), kernel}}, pl::ShapeDtype({8 * kBlock, kCols}, pl::f32), {},
+                               backend.options);
+      const pl::Array x = iota_rows(8 * kBlock, kCols);
+      const pl::Array out = call(x);
+      std::vector<float> want = x.to_vector<float>();
+      for (float& v : want) v *= 3.0f;
+      CHECK(out.to_vector<float>() == want);
+    }
+  }
+
   TEST_CASE("mpmd_map: the traced kernel takes the shared memory as parameters and allocates its own") {
     auto k = [](pl::Ref x, pl::Ref o, pl::Ref stage, pl::Ref sems, pl::Ref mine) {
       pl::sync_copy(x, mine);
