@@ -1,7 +1,8 @@
 // Compile and launch costs: the cold compile of the seed matmul kernel (tracing and lowering, then
 // LLVM), the first launch in a second process whose disk cache already holds the kernel (against a
 // second process that must compile), and the per-call overhead of launching a tiny kernel (grid
-// (1,), 8 x 128 f32) against calling a plain C++ function that does the same work.
+// (1,), 8 x 128 f32) against calling a plain C++ function that does the same work, and of an
+// mpmd_map of one and of two participants.
 //
 //   compile_and_launch [--json results.json] [--runs N]
 #include <tessera/tessera.hpp>
@@ -147,6 +148,30 @@ int main(int argc, char** argv) {
     interpreted(x, y);
     launch.add_time("tessera call (interpreted)", bench::measure([&] { interpreted(x, y); }, runs, 1, 2000), "us",
                     "plain C++ function (the same add)");
+    // mpmd_map: every participant runs on a thread of its own, started by the call; its operands
+    // are whole arrays in ANY, so the add goes through VMEM copies.
+    auto add_any = [](pl::Ref a, pl::Ref b, pl::Ref out, pl::Ref av, pl::Ref bv, pl::Ref) {
+      pl::sync_copy(a, av);
+      pl::sync_copy(b, bv);
+      av() = av() + bv();
+      pl::sync_copy(av, out);
+    };
+    const std::vector<pl::ScratchShape> scratch{pl::VMEM({8, 128}, pl::f32), pl::VMEM({8, 128}, pl::f32),
+                                                pl::SemaphoreType::REGULAR};
+    auto one_core = pl::mpmd_map({{pl::CoreMesh("core", 1), add_any}}, pl::ShapeDtype({8, 128}, pl::f32), scratch);
+    one_core(x, y);
+    launch.add_time("mpmd_map, one core (compiled)", bench::measure([&] { one_core(x, y); }, runs, 1, 2000), "us",
+                    "tessera call (compiled)");
+    auto then_signal = [&](pl::Ref a, pl::Ref b, pl::Ref out, pl::Ref av, pl::Ref bv, pl::Ref done) {
+      add_any(a, b, out, av, bv, done);
+      pl::semaphore_signal(done);
+    };
+    auto wait_for_it = [](pl::Ref, pl::Ref, pl::Ref, pl::Ref, pl::Ref, pl::Ref done) { pl::semaphore_wait(done); };
+    auto two_cores = pl::mpmd_map({{pl::CoreMesh("a", 1), then_signal}, {pl::CoreMesh("b", 1), wait_for_it}},
+                                  pl::ShapeDtype({8, 128}, pl::f32), scratch);
+    two_cores(x, y);
+    launch.add_time("mpmd_map, two cores, one waits for the other's signal (compiled)",
+                    bench::measure([&] { two_cores(x, y); }, runs, 1, 2000), "us", "tessera call (compiled)");
   }
   compile.print();
   second.print();
