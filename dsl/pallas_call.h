@@ -29,16 +29,30 @@ struct KernelFn {
   std::function<void(std::span<Ref>)> fn;
 };
 
+// What a callable is as a kernel: one over pl::Ref parameters returning void, or why not.
+enum class KernelForm { ok, not_over_refs, returns_value };
+template <class K>
+constexpr KernelForm kernel_form() {
+  using F = std::decay_t<K>;
+  constexpr int n = arity_of<F, Ref>();
+  if constexpr (n < 0) return KernelForm::not_over_refs;
+  else if constexpr (!std::is_void_v<decltype(invoke_n<n>(std::declval<F&>(), std::declval<std::vector<Ref>&>()))>)
+    return KernelForm::returns_value;
+  else return KernelForm::ok;
+}
+
+// A kernel that does not fit is a compile-time error, with the message of the static_assert.
 template <class K>
 KernelFn wrap_kernel(K&& kernel) {
   using F = std::decay_t<K>;
-  constexpr int n = arity_of<F, Ref>();
-  static_assert(n >= 0,
+  constexpr KernelForm form = kernel_form<K>();
+  static_assert(form != KernelForm::not_over_refs,
                 "tessera: a kernel must take pl::Ref parameters (scalar-prefetch refs, inputs, outputs, scratch, in "
                 "that order): void kernel(pl::Ref x, pl::Ref o) { ... }");
-  if constexpr (n >= 0) {
-    using R = decltype(invoke_n<n>(std::declval<F&>(), std::declval<std::vector<Ref>&>()));
-    static_assert(std::is_void_v<R>, "tessera: a kernel must return void: it writes its results through its output refs");
+  static_assert(form != KernelForm::returns_value,
+                "tessera: a kernel must return void: it writes its results through its output refs");
+  if constexpr (form == KernelForm::ok) {
+    constexpr int n = arity_of<F, Ref>();
     return KernelFn{n, [k = F(std::forward<K>(kernel))](std::span<Ref> refs) mutable { invoke_n<n>(k, refs); }};
   } else {
     return KernelFn{};

@@ -286,8 +286,14 @@ TEST_SUITE("errors") {
     CHECK_THROWS_AS(pl::mpmd_map({{pl::CoreMesh("core", 1), loads_any}}, pl::ShapeDtype({8}, pl::f32))(
                         pl::Array::zeros({8}, pl::f32)),
                     UserError);
-    // A kernel that returns a value does not compile: wrap_kernel's static_assert says "a kernel must
-    // return void: it writes its results through its output refs".
+    // A kernel that returns a value (the seed's "should return None") does not compile: the
+    // static_assert says "a kernel must return void: it writes its results through its output refs".
+    // Here, the check it asserts on.
+    auto returns_value = [](pl::Ref x, pl::Ref) { return x(); };
+    auto not_over_refs = [](int) {};
+    static_assert(pl::detail::kernel_form<decltype(returns_value)>() == pl::detail::KernelForm::returns_value);
+    static_assert(pl::detail::kernel_form<decltype(not_over_refs)>() == pl::detail::KernelForm::not_over_refs);
+    static_assert(pl::detail::kernel_form<decltype(k2)>() == pl::detail::KernelForm::ok);
   }
 
   TEST_CASE("errors: mpmd_map failures name the participant, deadlocks and shared semaphores left non-zero") {
