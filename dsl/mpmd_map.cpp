@@ -259,15 +259,9 @@ void MpmdImpl::run_participant(const Participant& who, const PairProgram& prog,
   rt::CoreContext ctx(launch, static_cast<int>(who.member), &prog.lowered);
   ctx.point.grid_point = device.coords;  // the grid is the mesh
   ctx.device = &device;
-  ctx.group = &group;
-  ctx.seat = rt::Seat{who.member, 0};
-  const auto& ip = spec_.options.interpret;
-  if (ip) {
-    ctx.zero_uninitialized = ip->uninitialized_memory == UninitializedMemory::zero;
+  if (const auto& ip = spec_.options.interpret)
     ctx.dma.configure(ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait : rt::DmaMode::eager,
                       ip->random_seed + static_cast<uint64_t>(who.member));
-  }
-  ctx.dma.join(&group, who.member, 0);
   std::vector<void*> pointers;
   for (size_t k = 0; k < operands.size(); ++k) {
     rt::Buffer& b = *operands[k];
@@ -277,26 +271,15 @@ void MpmdImpl::run_participant(const Participant& who, const PairProgram& prog,
       ctx.dma.add_semaphores(reinterpret_cast<const int64_t*>(b.data()), num_elements(b.shape), b.dtype, b.name, false);
     pointers.push_back(const_cast<std::byte*>(b.data()));
   }
-  group.join(ctx.seat, &ctx);
-  // Whatever happens, no other participant reaches this one once its kernel is over.
-  struct Finish {
-    rt::LaunchGroup& group;
-    rt::Seat seat;
-    ~Finish() { group.finish(seat); }
-  } finish{group, ctx.seat};
+  const rt::GroupMembership member(&group, rt::Seat{who.member, 0}, ctx);
   if (prog.interpreter) {
     std::vector<rt::Value> params;
     for (rt::Buffer* b : operands) params.emplace_back(rt::RefView::whole(*b));
     prog.interpreter->run(ctx, std::move(params));
   } else {
+    // Compiled copies are eager in a group: none is left pending when the kernel returns.
     prog.compiled->entry()(pointers.data(), 0, 0, &ctx);
     if (ctx.fault) throw *ctx.fault;
-    // The kernel's copies land (before it counts as finished: others may wait for them).
-    try {
-      ctx.dma.flush();
-    } catch (const rt::Fault& f) {
-      throw RuntimeError(f.what(), ctx.point, pair.loc);
-    }
   }
 }
 

@@ -108,29 +108,12 @@ struct MeshPlace {
   std::shared_ptr<rt::LaunchGroup> group;
 };
 
-// A core's membership in its launch's group, for the core's lifetime: it joins when made, and when it
-// goes (normally or after a failure) no other device may reach it any more.
-class Membership {
- public:
-  Membership(const MeshPlace& place, rt::CoreContext& ctx) : place_(place), seat_{0, ctx.point.core} {
-    ctx.device = place.device;
-    if (!place.group) return;
-    seat_.member = place.device->logical;
-    ctx.group = place.group.get();
-    ctx.seat = seat_;
-    ctx.dma.join(ctx.group, seat_.member, seat_.core);
-    ctx.group->join(seat_, &ctx);
-  }
-  ~Membership() {
-    if (place_.group) place_.group->finish(seat_);  // (again, if the backend did)
-  }
-  Membership(const Membership&) = delete;
-  Membership& operator=(const Membership&) = delete;
-
- private:
-  const MeshPlace& place_;
-  rt::Seat seat_;
-};
+// Makes `ctx` a member of the launch's place: its device, and its seat in the group (if any).
+rt::GroupMembership membership(const MeshPlace& place, rt::CoreContext& ctx) {
+  ctx.device = place.device;
+  const rt::Seat seat{place.device ? place.device->logical : 0, ctx.point.core};
+  return rt::GroupMembership(place.group.get(), seat, ctx);
+}
 
 bool same_signature(const std::vector<std::pair<DType, Shape>>& sig, std::span<const Array> args) {
   if (sig.size() != args.size()) return false;
@@ -441,7 +424,7 @@ std::vector<Array> CallImpl::run_compiled(const Program& prog, std::span<const A
       ctx.add_region(-1 - static_cast<int64_t>(k), operands[k], t.num_elements() * dtype_size(t.dtype));
     }
     {
-      const Membership member(place, ctx);  // other devices stop reaching this core before its memory goes
+      const rt::GroupMembership member = membership(place, ctx);  // other devices stop reaching this core before its memory goes
       entry(operands, range.lo, range.hi, &ctx);
     }
     ctx.dma.stop();  // after a failure, copies may still be running into the arena
@@ -490,7 +473,7 @@ std::vector<Array> CallImpl::run_interpreted(const Program& prog, std::span<cons
     for (size_t k = 0; k < by_operand.size(); ++k)
       ctx.add_region(-1 - static_cast<int64_t>(k), by_operand[k]->data(),
                      num_elements(by_operand[k]->shape) * dtype_size(by_operand[k]->dtype));
-    const Membership member(place, ctx);
+    const rt::GroupMembership member = membership(place, ctx);
     prog.interpreter->run(ctx, std::move(params));
   });
   // The buffers wrote into storage of their own (copy-on-write); hand their arrays out.

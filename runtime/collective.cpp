@@ -214,6 +214,18 @@ std::string LaunchGroup::report() const {
 
 // ---- remote operations ------------------------------------------------------------------------------
 
+GroupMembership::GroupMembership(LaunchGroup* group, Seat seat, CoreContext& core) : group_(group), seat_(seat) {
+  if (!group_) return;
+  core.group = group_;
+  core.seat = seat_;
+  core.dma.join(group_, seat_.member, seat_.core);
+  group_->join(seat_, &core);
+}
+
+GroupMembership::~GroupMembership() {
+  if (group_) group_->finish(seat_);  // (again, if the backend did)
+}
+
 void collective_ready(CoreContext& core) {
   if (!core.group) return;
   core.group->ready(core.seat, core.group->key().loc);

@@ -142,6 +142,21 @@ class LaunchGroup {
   std::optional<std::string> failure_;
 };
 
+// A core's seat in a launch group for the core's lifetime: made once its memory regions are known,
+// it joins the group (waits block there, copies and signals wake the group); when it goes, normally
+// or after a failure, no other participant may reach the core any more. Without a group, nothing.
+class GroupMembership {
+ public:
+  GroupMembership(LaunchGroup* group, Seat seat, CoreContext& core);
+  ~GroupMembership();
+  GroupMembership(const GroupMembership&) = delete;
+  GroupMembership& operator=(const GroupMembership&) = delete;
+
+ private:
+  LaunchGroup* group_;
+  Seat seat_;
+};
+
 // A core's memory is allocated: in a collective launch it becomes ready for other devices (and waits
 // at the implicit entry barrier when the kernel has no collective_id).
 void collective_ready(CoreContext& core);
