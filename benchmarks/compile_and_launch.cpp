@@ -15,7 +15,7 @@
 
 #include "benchmarks/bench_util.h"
 #include "examples/seed_matmul.h"
-#include "jit/compiler.h"
+#include "jit/llvm/compiler.h"
 
 namespace pl = tessera;
 

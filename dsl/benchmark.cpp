@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <numeric>
 
-#include "dsl/ir/diagnostics.h"
+#include "jit/ir/diagnostics.h"
 
 namespace tessera {
 

@@ -11,14 +11,14 @@
 #include <set>
 #include <thread>
 
-#include "dsl/ir/printer.h"
+#include "jit/ir/printer.h"
 #include "dsl/run_scoped.h"
 #include "dsl/trace.h"
-#include "jit/compiler.h"
-#include "jit/passes/canonicalize.h"
-#include "jit/passes/lowering.h"
+#include "jit/llvm/compiler.h"
+#include "jit/lowering/canonicalize.h"
+#include "jit/lowering/lowering.h"
 #include "runtime/collective.h"
-#include "runtime/interpreter.h"
+#include "runtime/interpreter/interpreter.h"
 #include "runtime/launch.h"
 #include "runtime/memory.h"
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "dsl/ir/diagnostics.h"
+#include "jit/ir/diagnostics.h"
 
 namespace tessera::numerics {
 

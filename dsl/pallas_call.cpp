@@ -8,15 +8,15 @@
 #include <mutex>
 #include <set>
 
-#include "dsl/ir/printer.h"
+#include "jit/ir/printer.h"
 #include "dsl/pipeline_trace.h"
 #include "dsl/run_scoped.h"
 #include "dsl/trace.h"
-#include "jit/passes/canonicalize.h"
-#include "jit/compiler.h"
-#include "jit/passes/lowering.h"
+#include "jit/lowering/canonicalize.h"
+#include "jit/llvm/compiler.h"
+#include "jit/lowering/lowering.h"
 #include "runtime/env.h"
-#include "runtime/interpreter.h"
+#include "runtime/interpreter/interpreter.h"
 #include "runtime/collective.h"
 #include "runtime/launch.h"
 #include "runtime/mesh.h"

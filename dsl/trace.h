@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "dsl/ir/builder.h"
-#include "dsl/ir/diagnostics.h"
+#include "jit/ir/builder.h"
+#include "jit/ir/diagnostics.h"
 
 namespace tessera::detail {
 

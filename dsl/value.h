@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "dsl/ir/ir.h"
+#include "jit/ir/ir.h"
 #include "dsl/trace.h"
 
 namespace tessera {

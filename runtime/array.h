@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "dsl/ir/diagnostics.h"
-#include "dsl/ir/type.h"
+#include "jit/ir/diagnostics.h"
+#include "jit/ir/type.h"
 #include "runtime/numeric.h"
 
 namespace tessera {

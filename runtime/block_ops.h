@@ -1,14 +1,14 @@
 // Whole-block math on Arrays: the numerics of every value op of the IR, in one place. The
 // interpreter executes ops with these functions (one call per op over the whole block, never a
 // per-element switch), host array operations reuse them, and compiled code must agree with them
-// (DESIGN.md §4; the exact rules are in dsl/ir/ops.def).
+// (DESIGN.md §4; the exact rules are in jit/ir/ops.def).
 //
 // Runtime layer.
 #pragma once
 
 #include <vector>
 
-#include "dsl/ir/ir.h"
+#include "jit/ir/ir.h"
 #include "runtime/array.h"
 
 namespace tessera::rt {

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "dsl/ir/diagnostics.h"
+#include "jit/ir/diagnostics.h"
 #include "runtime/mesh.h"
 
 namespace tessera::rt {

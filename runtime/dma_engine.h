@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "dsl/ir/diagnostics.h"
-#include "dsl/ir/dtype.h"
+#include "jit/ir/diagnostics.h"
+#include "jit/ir/dtype.h"
 
 namespace tessera::rt {
 

@@ -19,8 +19,8 @@
 #include <memory>
 #include <optional>
 
-#include "dsl/ir/diagnostics.h"
-#include "dsl/ir/ir.h"
+#include "jit/ir/diagnostics.h"
+#include "jit/ir/ir.h"
 #include "runtime/collective.h"
 #include "runtime/dma_engine.h"
 #include "runtime/memory.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "dsl/ir/ir.h"
+#include "jit/ir/ir.h"
 #include "runtime/array.h"
 
 namespace tessera::rt {

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dsl/ir/diagnostics.h"
+#include "jit/ir/diagnostics.h"
 
 namespace tessera {
 

@@ -11,7 +11,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "dsl/ir/dtype.h"
+#include "jit/ir/dtype.h"
 
 namespace tessera {
 

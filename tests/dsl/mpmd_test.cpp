@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "dsl/ir/printer.h"
+#include "jit/ir/printer.h"
 #include "tests/support/kernels.h"
 
 using namespace tessera;

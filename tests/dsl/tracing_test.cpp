@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "dsl/ir/printer.h"
+#include "jit/ir/printer.h"
 #include "tests/support/golden.h"
 #include "tests/support/kernels.h"
 

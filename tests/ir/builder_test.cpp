@@ -1,9 +1,9 @@
 #include <doctest/doctest.h>
 
-#include "dsl/ir/builder.h"
+#include "jit/ir/builder.h"
 #include <set>
 
-#include "dsl/ir/printer.h"
+#include "jit/ir/printer.h"
 
 using namespace tessera;
 using namespace tessera::ir;

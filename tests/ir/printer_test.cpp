@@ -3,8 +3,8 @@
 
 #include <limits>
 
-#include "dsl/ir/printer.h"
-#include "dsl/ir/verifier.h"
+#include "jit/ir/printer.h"
+#include "jit/ir/verifier.h"
 #include "tests/ir/sample_kernel.h"
 #include "tests/support/golden.h"
 

@@ -2,7 +2,7 @@
 // and verifier tests.
 #pragma once
 
-#include "dsl/ir/builder.h"
+#include "jit/ir/builder.h"
 
 namespace tessera::testing {
 

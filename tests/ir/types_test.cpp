@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
-#include "dsl/ir/dtype.h"
-#include "dsl/ir/type.h"
+#include "jit/ir/dtype.h"
+#include "jit/ir/type.h"
 
 using namespace tessera;
 

@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
-#include "dsl/ir/builder.h"
-#include "dsl/ir/verifier.h"
+#include "jit/ir/builder.h"
+#include "jit/ir/verifier.h"
 
 using namespace tessera;
 using namespace tessera::ir;

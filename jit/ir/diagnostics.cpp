@@ -1,0 +1,46 @@
+#include "jit/ir/diagnostics.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace tessera {
+
+std::string SourceLoc::str() const {
+  if (!known()) return "<unknown location>";
+  return fmt::format("{}:{}", file, line);
+}
+
+static std::string user_message(const std::string& what, const std::string& given, const std::string& fix,
+                                SourceLoc loc) {
+  std::string msg = what;
+  if (!given.empty()) msg += fmt::format("\n  given: {}", given);
+  if (!fix.empty()) msg += fmt::format("\n  fix:   {}", fix);
+  msg += fmt::format("\n  at:    {}", loc.str());
+  return msg;
+}
+
+UserError::UserError(std::string what, std::string given, std::string fix, SourceLoc loc)
+    : Error(user_message(what, given, fix, loc)),
+      what_(std::move(what)),
+      given_(std::move(given)),
+      fix_(std::move(fix)),
+      loc_(loc) {}
+
+InternalError::InternalError(std::string component, std::string what, std::string ir_text)
+    : Error(fmt::format("tessera internal error in {}: {}{}{}", component, what, ir_text.empty() ? "" : "\n",
+                        ir_text)) {}
+
+std::string ExecutionPoint::str() const {
+  std::string s = fmt::format("device {}, core {}", device, core);
+  if (!grid_point.empty()) s += fmt::format(", grid point ({})", fmt::join(grid_point, ", "));
+  if (!inner_point.empty()) s += fmt::format(", emit_pipeline step ({})", fmt::join(inner_point, ", "));
+  return s;
+}
+
+RuntimeError::RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc)
+    : Error(fmt::format("{}\n  where: {}\n  at:    {}", what, where.str(), loc.str())),
+      what_(std::move(what)),
+      where_(std::move(where)),
+      loc_(loc) {}
+
+}  // namespace tessera

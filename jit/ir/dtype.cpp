@@ -1,0 +1,75 @@
+#include "jit/ir/dtype.h"
+
+namespace tessera {
+
+int64_t dtype_size(DType t) {
+  switch (t) {
+    case DType::i1:
+    case DType::i8: return 1;
+    case DType::bf16:
+    case DType::f16: return 2;
+    case DType::i32:
+    case DType::f32: return 4;
+    case DType::i64:
+    case DType::index:
+    case DType::f64:
+    case DType::sem:
+    case DType::dma_sem: return 8;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::i1: return "i1";
+    case DType::i8: return "i8";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+    case DType::index: return "index";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::sem: return "sem";
+    case DType::dma_sem: return "dma_sem";
+  }
+  return "?";
+}
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (DType t : kAllDTypes)
+    if (dtype_name(t) == name) return t;
+  if (name == "bool") return DType::i1;
+  return std::nullopt;
+}
+
+// Position in the promotion lattice; equal ranks that differ need special handling (bf16 vs f16).
+static int rank(DType t) {
+  switch (t) {
+    case DType::i1: return 0;
+    case DType::i8: return 1;
+    case DType::i32: return 2;
+    case DType::i64: return 3;
+    case DType::index: return 4;
+    case DType::bf16:
+    case DType::f16: return 5;
+    case DType::f32: return 6;
+    case DType::f64: return 7;
+    case DType::sem:
+    case DType::dma_sem: return -1;  // never promoted: semaphores are not values
+  }
+  return 0;
+}
+
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  if ((a == DType::bf16 && b == DType::f16) || (a == DType::f16 && b == DType::bf16)) return DType::f32;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+DType weak_literal_type(bool literal_is_float, DType other) {
+  if (literal_is_float && !is_float(other)) return DType::f32;
+  return other;
+}
+
+}  // namespace tessera

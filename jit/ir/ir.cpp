@@ -1,0 +1,35 @@
+#include "jit/ir/ir.h"
+
+namespace tessera::ir {
+
+static const OpTraits kTraits[] = {
+#define TESSERA_OP(name, mnemonic, flags) {mnemonic, flags},
+#include "jit/ir/ops.def"
+#undef TESSERA_OP
+};
+
+const OpTraits& traits(OpKind k) { return kTraits[static_cast<size_t>(k)]; }
+
+std::vector<OpKind> all_op_kinds() {
+  return {
+#define TESSERA_OP(name, mnemonic, flags) OpKind::name,
+#include "jit/ir/ops.def"
+#undef TESSERA_OP
+  };
+}
+
+std::string_view dim_semantics_name(DimSemantics s) {
+  switch (s) {
+    case DimSemantics::Parallel: return "parallel";
+    case DimSemantics::Arbitrary: return "arbitrary";
+  }
+  return "?";
+}
+
+bool communicates(const Function& fn) {
+  for (const Op& op : fn.ops)
+    if (op.kind == OpKind::RemoteDmaStart || op.kind == OpKind::RemoteSemaphoreSignal) return true;
+  return false;
+}
+
+}  // namespace tessera::ir

@@ -1,0 +1,145 @@
+#include "jit/llvm/codegen_support.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+namespace tessera::jit {
+
+llvm::Type* compute_type(llvm::IRBuilderBase& b, DType t) {
+  switch (t) {
+    case DType::i1: return b.getInt1Ty();
+    case DType::i8: return b.getInt8Ty();
+    case DType::i32: return b.getInt32Ty();
+    case DType::i64:
+    case DType::index:
+    case DType::sem:
+    case DType::dma_sem: return b.getInt64Ty();
+    case DType::bf16:
+    case DType::f16:
+    case DType::f32: return b.getFloatTy();
+    case DType::f64: return b.getDoubleTy();
+  }
+  return nullptr;
+}
+
+llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t) {
+  switch (t) {
+    case DType::i1:
+    case DType::i8: return b.getInt8Ty();
+    case DType::bf16: return b.getInt16Ty();
+    case DType::f16: return b.getHalfTy();
+    case DType::i32:
+    case DType::i64:
+    case DType::index:
+    case DType::sem:
+    case DType::dma_sem:
+    case DType::f32:
+    case DType::f64: return compute_type(b, t);
+  }
+  return nullptr;
+}
+
+llvm::Value* element_address(llvm::IRBuilderBase& b, DType t, llvm::Value* base, llvm::Value* index) {
+  return b.CreateInBoundsGEP(storage_type(b, t), base, index);
+}
+
+llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr) {
+  llvm::Value* v = b.CreateLoad(storage_type(b, t), ptr);
+  switch (t) {
+    case DType::i1: return b.CreateICmpNE(v, b.getInt8(0));
+    case DType::bf16:
+      return b.CreateBitCast(b.CreateShl(b.CreateZExt(v, b.getInt32Ty()), 16), b.getFloatTy());
+    case DType::f16: return b.CreateFPExt(v, b.getFloatTy());
+    case DType::i8:
+    case DType::i32:
+    case DType::i64:
+    case DType::index:
+    case DType::sem:
+    case DType::dma_sem:
+    case DType::f32:
+    case DType::f64: return v;
+  }
+  return v;
+}
+
+void store_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr, llvm::Value* value) {
+  switch (t) {
+    case DType::i1: value = b.CreateZExt(value, b.getInt8Ty()); break;
+    case DType::bf16:
+      value = b.CreateTrunc(b.CreateLShr(b.CreateBitCast(value, b.getInt32Ty()), 16), b.getInt16Ty());
+      break;
+    case DType::f16: value = b.CreateFPTrunc(value, b.getHalfTy()); break;
+    case DType::i8:
+    case DType::i32:
+    case DType::i64:
+    case DType::index:
+    case DType::sem:
+    case DType::dma_sem:
+    case DType::f32:
+    case DType::f64: break;
+  }
+  b.CreateStore(value, ptr);
+}
+
+llvm::Value* round_to(llvm::IRBuilderBase& b, DType t, llvm::Value* value) {
+  if (t == DType::f16) return b.CreateFPExt(b.CreateFPTrunc(value, b.getHalfTy()), b.getFloatTy());
+  if (t != DType::bf16) return value;
+  // Round to nearest-even on the bits, exactly as the runtime's bfloat16 does; NaN stays a quiet NaN.
+  llvm::Value* u = b.CreateBitCast(value, b.getInt32Ty());
+  llvm::Value* is_nan = b.CreateICmpUGT(b.CreateAnd(u, 0x7fffffff), b.getInt32(0x7f800000));
+  llvm::Value* lsb = b.CreateAnd(b.CreateLShr(u, 16), 1);
+  llvm::Value* rounded = b.CreateAnd(b.CreateAdd(b.CreateAdd(u, b.getInt32(0x7fff)), lsb), b.getInt32(0xffff0000u));
+  llvm::Value* quiet = b.CreateAnd(b.CreateOr(u, b.getInt32(0x00400000)), b.getInt32(0xffff0000u));
+  return b.CreateBitCast(b.CreateSelect(is_nan, quiet, rounded), b.getFloatTy());
+}
+
+llvm::Value* constant_of(llvm::IRBuilderBase& b, DType t, double value, int64_t int_value, bool is_float) {
+  llvm::Type* ty = compute_type(b, t);
+  if (ty->isFloatingPointTy()) {
+    // Literals are rounded into the dtype the way the runtime's splat does.
+    llvm::Value* c = llvm::ConstantFP::get(ty, is_float ? value : static_cast<double>(int_value));
+    if (t == DType::bf16 || t == DType::f16) return round_to(b, t, c);
+    return c;
+  }
+  if (t == DType::i1) return b.getInt1((is_float ? value : static_cast<double>(int_value)) != 0);
+  return llvm::ConstantInt::get(ty, static_cast<uint64_t>(int_value), true);
+}
+
+std::vector<llvm::Value*> emit_loop(llvm::IRBuilderBase& b, llvm::Value* lo, llvm::Value* hi, llvm::Value* step,
+                                    const std::vector<llvm::Value*>& init, const LoopBody& body) {
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
+  llvm::LLVMContext& ctx = fn->getContext();
+  llvm::BasicBlock* pre = b.GetInsertBlock();
+  llvm::BasicBlock* header = llvm::BasicBlock::Create(ctx, "loop", fn);
+  llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(ctx, "loop.body", fn);
+  llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, "loop.exit", fn);
+  b.CreateBr(header);
+  b.SetInsertPoint(header);
+  llvm::PHINode* iv = b.CreatePHI(lo->getType(), 2, "iv");
+  iv->addIncoming(lo, pre);
+  std::vector<llvm::PHINode*> phis;
+  std::vector<llvm::Value*> carried;
+  for (llvm::Value* v : init) {
+    llvm::PHINode* phi = b.CreatePHI(v->getType(), 2);
+    phi->addIncoming(v, pre);
+    phis.push_back(phi);
+    carried.push_back(phi);
+  }
+  b.CreateCondBr(b.CreateICmpSLT(iv, hi), body_bb, exit);
+  b.SetInsertPoint(body_bb);
+  std::vector<llvm::Value*> next = body(iv, carried);
+  llvm::BasicBlock* latch = b.GetInsertBlock();
+  iv->addIncoming(b.CreateAdd(iv, step), latch);
+  for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
+  b.CreateBr(header);
+  b.SetInsertPoint(exit);
+  return carried;  // the phis hold the final values on exit
+}
+
+void emit_loop(llvm::IRBuilderBase& b, int64_t n, const std::function<void(llvm::Value* iv)>& body) {
+  emit_loop(b, b.getInt64(0), b.getInt64(n), b.getInt64(1), {}, [&](llvm::Value* iv, const std::vector<llvm::Value*>&) {
+    body(iv);
+    return std::vector<llvm::Value*>{};
+  });
+}
+
+}  // namespace tessera::jit

@@ -1,0 +1,45 @@
+// Helpers the code generators share: how each dtype is stored and computed on in LLVM IR (bf16 and
+// f16 are computed in f32 and rounded to nearest-even after every op, as the runtime does), element
+// loads and stores, and counted loops with carried values.
+//
+// jit/ internal: LLVM types are only forward-declared here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "jit/ir/dtype.h"
+
+namespace llvm {
+class IRBuilderBase;
+class Type;
+class Value;
+}  // namespace llvm
+
+namespace tessera::jit {
+
+// The LLVM type an element is computed in (i1, i8, i32, i64, float, double).
+llvm::Type* compute_type(llvm::IRBuilderBase& b, DType t);
+// The LLVM type an element is stored as (bool as i8, bf16 as i16, f16 as half).
+llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t);
+// Loads the element at `ptr` into its compute type.
+llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr);
+// Stores a compute-type value (already rounded to `t`) at `ptr`.
+void store_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr, llvm::Value* value);
+// Rounds an f32 compute value to bf16 / f16 precision (identity for other dtypes).
+llvm::Value* round_to(llvm::IRBuilderBase& b, DType t, llvm::Value* value);
+// The address of element `index` (i64) of an array of `t` at `base`.
+llvm::Value* element_address(llvm::IRBuilderBase& b, DType t, llvm::Value* base, llvm::Value* index);
+// A compute-type constant.
+llvm::Value* constant_of(llvm::IRBuilderBase& b, DType t, double value, int64_t int_value, bool is_float);
+
+// for (iv = lo; iv < hi; iv += step) carried = body(iv, carried); returns the final carried values.
+// The insertion point ends after the loop.
+using LoopBody = std::function<std::vector<llvm::Value*>(llvm::Value* iv, const std::vector<llvm::Value*>& carried)>;
+std::vector<llvm::Value*> emit_loop(llvm::IRBuilderBase& b, llvm::Value* lo, llvm::Value* hi, llvm::Value* step,
+                                    const std::vector<llvm::Value*>& init, const LoopBody& body);
+// A loop over [0, n) of i64 without carried values.
+void emit_loop(llvm::IRBuilderBase& b, int64_t n, const std::function<void(llvm::Value* iv)>& body);
+
+}  // namespace tessera::jit

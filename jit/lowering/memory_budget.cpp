@@ -1,0 +1,53 @@
+#include "jit/lowering/memory_budget.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace tessera::passes {
+
+using namespace ir;
+
+namespace {
+struct Allocation {
+  std::string name;
+  Type type;
+  int64_t bytes;
+  SourceLoc loc;
+};
+
+std::vector<Allocation> vmem_allocations(const Function& fn) {
+  std::vector<Allocation> out;
+  for (const Op& op : fn.ops) {
+    if (op.kind != OpKind::Alloc) continue;
+    const Type& t = fn.type(op.results[0]);
+    if (t.space != MemorySpace::VMEM) continue;
+    out.push_back({std::get<std::string>(op.attr), t, t.num_elements() * dtype_size(t.dtype), op.loc});
+  }
+  return out;
+}
+
+std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+}  // namespace
+
+int64_t vmem_bytes(const Function& fn) {
+  int64_t total = 0;
+  for (const Allocation& a : vmem_allocations(fn)) total += a.bytes;
+  return total;
+}
+
+void check_vmem_budget(const Function& fn, int64_t limit_bytes, SourceLoc call_site) {
+  std::vector<Allocation> allocs = vmem_allocations(fn);
+  int64_t total = 0;
+  for (const Allocation& a : allocs) total += a.bytes;
+  if (total <= limit_bytes) return;
+  std::sort(allocs.begin(), allocs.end(), [](const Allocation& a, const Allocation& b) { return a.bytes > b.bytes; });
+  std::string list;
+  for (const Allocation& a : allocs)
+    list += fmt::format("\n    {:>10}  {} ({}, {})", mib(a.bytes), a.name, type_str(a.type), a.loc.str());
+  throw UserError(fmt::format("kernel `{}` needs more VMEM per core than it may use", fn.name),
+                  fmt::format("{} of VMEM buffers against a limit of {}:{}", mib(total), mib(limit_bytes), list),
+                  "use smaller blocks or scratch, or raise CompilerParams::vmem_limit_bytes", call_site);
+}
+
+}  // namespace tessera::passes
