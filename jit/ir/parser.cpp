@@ -326,6 +326,17 @@ class Parser {
     expect("}");
     end_line(nullptr);
   }
+  // A region of op `id` printed with its arguments: "(%a: T, ...) {" newline, ops, "}" newline.
+  RegionId region_with_args(OpId id, bool implied_yield) {
+    const RegionId r = new_region(id);
+    fn_.ops[id].regions.push_back(r);
+    region_args(r);
+    expect("{");
+    end_line(nullptr);
+    braced_region(r);
+    if (implied_yield) add_implied_yield(r);
+    return r;
+  }
   // The printer leaves out a trailing yield without values; every region of an op has one, except
   // a pipeline's body (as the verifier requires).
   void add_implied_yield(RegionId r) {
@@ -563,22 +574,11 @@ class Parser {
             pos_ = name_at;
             fail(fmt::format("the index map of \"{}\"", po.name));
           }
-          const RegionId r = new_region(id);
-          self().regions.push_back(r);
-          region_args(r);
-          expect("{");
-          end_line(nullptr);
-          braced_region(r);
-          add_implied_yield(r);
+          region_with_args(id, /*implied_yield=*/true);
         }
         skip_blank_lines();
         expect("body");
-        const RegionId body = new_region(id);
-        self().regions.push_back(body);
-        region_args(body);
-        expect("{");
-        end_line(nullptr);
-        braced_region(body);
+        region_with_args(id, /*implied_yield=*/false);  // a pipeline's body ends without a yield
         skip_blank_lines();
         expect("}");
         end_line(nullptr);
@@ -593,12 +593,7 @@ class Parser {
         self().operands.push_back(use());
         expect("->");
         self().operands.push_back(use());
-        expect("at");
-        expect("[");
-        if (!accept("]")) {
-          for (ValueId v : uses()) self().operands.push_back(v);
-          expect("]");
-        }
+        block_starts(self());
         if (accept("signal")) self().operands.push_back(use());
         end_line(&self());
         return;
@@ -607,12 +602,7 @@ class Parser {
         // %r = block_view "name" [#p] [aliased] %array at [starts] : type
         self().attr = block_copy_attr();
         self().operands.push_back(use());
-        expect("at");
-        expect("[");
-        if (!accept("]")) {
-          for (ValueId v : uses()) self().operands.push_back(v);
-          expect("]");
-        }
+        block_starts(self());
         expect(":");
         one_result(type());
         end_line(&self());
@@ -638,13 +628,7 @@ class Parser {
     for (;;) {
       skip_blank_lines();
       if (!peek_is('(')) break;
-      const RegionId r = new_region(id);
-      self().regions.push_back(r);
-      region_args(r);
-      expect("{");
-      end_line(nullptr);
-      braced_region(r);
-      add_implied_yield(r);
+      region_with_args(id, /*implied_yield=*/true);
     }
   }
 
@@ -759,6 +743,15 @@ class Parser {
       pa.operands.push_back(std::move(po));
     }
     return pa;
+  }
+
+  // " at [%s, ...]": a block copy's element offsets, appended to the op's operands.
+  void block_starts(Op& op) {
+    expect("at");
+    expect("[");
+    if (accept("]")) return;
+    for (ValueId v : uses()) op.operands.push_back(v);
+    expect("]");
   }
 
   // "name" [#p] [aliased]
