@@ -1,55 +1,78 @@
-// The compiled backend: cache keys, the memory and disk caches (also across processes), the
-// read-only fallback, logging, and properties of the generated code.
+// The compiled backend on its own: cache keys, the memory and disk caches, the read-only fallback,
+// logging, properties of the generated code, and failures inside compiled code. Kernels come as
+// lowered IR text (golden files that dsl_tests checks the front end still lowers to, or a template
+// here) and run through the runtime as a launch would run them. Caching across processes and the
+// pallas_call side are tested in dsl_tests (compiled_test.cpp).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 
+#include "jit/ir/parser.h"
 #include "jit/llvm/compiler.h"
-#include "tests/support/kernels.h"
+#include "runtime/launch.h"
+#include "tests/support/cache_dir.h"
+#include "tests/support/capture.h"
+#include "tests/support/golden.h"
 
 using namespace tessera;
-namespace pl = tessera;
 namespace fs = std::filesystem;
 
 namespace {
 
 using Source = jit::CompiledKernel::Source;
 
-// A scratch cache directory for one test, set in the environment while the object lives.
-class CacheDir {
- public:
-  explicit CacheDir(const std::string& name) : path_(fs::temp_directory_path() / ("tessera_test_cache_" + name)) {
-    fs::remove_all(path_);
-    const char* old = std::getenv("TESSERA_CACHE_DIR");
-    if (old) old_ = old;
-    setenv("TESSERA_CACHE_DIR", path_.c_str(), 1);
-  }
-  ~CacheDir() {
-    if (old_.empty()) unsetenv("TESSERA_CACHE_DIR");
-    else setenv("TESSERA_CACHE_DIR", old_.c_str(), 1);
-    fs::remove_all(path_);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-  std::string old_;
-};
-
-const ir::Function& lowered_scale(float factor, int64_t n = 32) {
-  static std::vector<pl::PallasCall<pl::Array>> keep;
-  keep.push_back(pl::pallas_call([factor](pl::Ref x, pl::Ref o) { o() = x() * factor; }, pl::GridSpec{},
-                                 pl::ShapeDtype({n}, pl::f32), testing::interpret()));
-  return keep.back().lowered({pl::Array::zeros({n}, pl::f32)});
+// Parsed kernels live as long as the test binary: compiled code names ops of its IR when it calls
+// into the runtime.
+const ir::Function& keep(ir::Function fn) {
+  static std::deque<ir::Function> kept;
+  return kept.emplace_back(std::move(fn));
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// o = x * factor over n f32 elements, lowered (one grid step, whole-array blocks).
+const ir::Function& lowered_scale(float factor, int64_t n = 32) {
+  return keep(ir::parse(fmt::format(R"(kernel @scale(%0 "input 0": ref<{n}xf32, any>, %1 "output 0": ref<{n}xf32, any>, %2 "first step": index, %3 "end step": index) {{
+  %4 = constant 0 : i32
+  %5 = constant {factor:.1f} : {n}xf32
+  %6 = alloc "output 0 block" : ref<{n}xf32, vmem>
+  %7 = constant 1 : index
+  for %8: index = %2 to %3 step %7 {{
+    grid_point
+    %9 = block_view "input 0" %0 at [%4] : ref<{n}xf32, vmem>
+    %10 = load %9 : {n}xf32
+    %11 = mul %10, %5 : {n}xf32
+    store %6, %11
+    %12 = add %8, %7 : index
+    %13 = eq %12, %3 : i1
+    if %13 {{
+      writeback_block "output 0" %6 -> %1 at [%4]
+    }}
+  }}
+}}
+)",
+                                    fmt::arg("n", n), fmt::arg("factor", factor))));
+}
+
+const ir::Function& golden_kernel(const std::string& name) { return keep(ir::parse(testing::golden_text(name))); }
+
+// Runs a compiled kernel as a launch does: grid steps [0, steps) split over `cores` cores (the grid
+// is one parallel dim), each core with its own CoreContext on the runtime's thread pool; a core's
+// failure is rethrown here.
+void run(const ir::Function& lowered, const jit::CompiledKernel& kernel, std::vector<void*> operands, int64_t steps,
+         int cores = 1) {
+  rt::Launch launch(0, lowered.name);
+  const std::vector<rt::StepRange> ranges = rt::split_steps({steps}, {ir::DimSemantics::Parallel}, cores);
+  rt::run_cores(launch, cores, [&](int core) {
+    const rt::StepRange range = ranges[core];
+    if (range.lo >= range.hi) return;
+    rt::CoreContext ctx(launch, core, &lowered);
+    kernel.entry()(operands.data(), range.lo, range.hi, &ctx);
+    ctx.dma.stop();
+    if (ctx.fault) throw *ctx.fault;
+  });
 }
 
 }  // namespace
@@ -66,7 +89,7 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("jit: a live kernel is found in memory, a dropped one on disk, none with the cache off") {
-    CacheDir dir("memory_disk");
+    testing::CacheDir dir("memory_disk");
     const ir::Function& fn = lowered_scale(5.0f);
     auto first = jit::compile(fn);
     CHECK(first->source() == Source::Compiled);
@@ -79,6 +102,11 @@ TEST_SUITE("jit") {
     second.reset();  // unloaded now
     auto third = jit::compile(fn);
     CHECK(third->source() == Source::DiskCache);
+    // The kernel loaded from disk runs.
+    std::vector<float> x(32), o(32);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+    run(fn, *third, {x.data(), o.data()}, 1);
+    CHECK(o[7] == 35.0f);
     third.reset();
     setenv("TESSERA_CACHE", "0", 1);
     auto fourth = jit::compile(fn);
@@ -86,25 +114,9 @@ TEST_SUITE("jit") {
     CHECK(fourth->source() == Source::Compiled);
   }
 
-  TEST_CASE("jit: a second process loads the kernel from the disk cache") {
-    CacheDir dir("process");
-    const std::string child = std::string(TESSERA_TEST_BIN_DIR) + "/jit_cache_child";
-    const std::string log = (dir.path().parent_path() / "tessera_cache_child.log").string();
-    const std::string run = "TESSERA_LOG=cache " + child + " 2>>" + log;
-    fs::remove(log);
-    REQUIRE(std::system(run.c_str()) == 0);
-    REQUIRE(std::system(run.c_str()) == 0);
-    const std::string text = slurp(log);
-    INFO(text);
-    CHECK(text.find("miss, compiled for `cache_child`") != std::string::npos);
-    CHECK(text.find("hit (disk) for `cache_child`") != std::string::npos);
-    CHECK(text.find("miss, compiled for `cache_child`") < text.find("hit (disk) for `cache_child`"));
-    fs::remove(log);
-  }
-
   TEST_CASE("jit: an unwritable cache directory degrades to no disk cache, and a corrupt object to a recompile") {
     {
-      CacheDir dir("readonly");
+      testing::CacheDir dir("readonly");
       fs::create_directories(dir.path().parent_path());
       std::ofstream(dir.path()) << "a file where the directory should be";
       const std::string log = testing::capture_stderr([] {
@@ -118,7 +130,7 @@ TEST_SUITE("jit") {
       fs::remove(dir.path());
     }
     {
-      CacheDir dir("corrupt");
+      testing::CacheDir dir("corrupt");
       const ir::Function& fn = lowered_scale(11.0f);
       std::string key = jit::cache_key(fn);
       fs::create_directories(dir.path());
@@ -130,65 +142,48 @@ TEST_SUITE("jit") {
     }
   }
 
-  TEST_CASE("jit: TESSERA_INTERPRET selects the interpreter for calls made while it is set") {
-    auto make = [] {
-      return pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); }, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32));
-    };
-    CHECK_FALSE(make().interpreted());
-    setenv("TESSERA_INTERPRET", "1", 1);
-    auto interpreted = make();
-    unsetenv("TESSERA_INTERPRET");
-    CHECK(interpreted.interpreted());
-    CHECK(interpreted(pl::Array::arange(4, pl::f32)).at<float>({3}) == 3.0f);
-    CHECK(pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); }, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32),
-                          testing::interpret())
-              .interpreted());
-  }
-
   TEST_CASE("jit: acc() += dot(...) runs the FMA micro-kernel, element-wise chains fuse into one loop") {
+    const ir::Function& dot = golden_kernel("dot_accumulate.lowered.ir");
+    const ir::Function& chain = golden_kernel("elementwise_chain.lowered.ir");
     setenv("TESSERA_CACHE", "0", 1);
     setenv("TESSERA_DUMP_LLVM", "1", 1);
-    const std::string matmul = testing::capture_stderr([] {
-      auto call = pl::pallas_call(
-          [](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
-            acc() = pl::zeros_like(acc);
-            acc() += pl::dot(x(), y(), pl::f32);
-            o() = acc();
-          },
-          pl::GridSpec{.scratch_shapes = {pl::VMEM({32, 32}, pl::f32)}}, pl::ShapeDtype({32, 32}, pl::f32));
-      call(pl::Array::zeros({32, 32}, pl::f32), pl::Array::zeros({32, 32}, pl::f32));
-    });
-    const std::string chain = testing::capture_stderr([] {
-      auto call = pl::pallas_call([](pl::Ref x, pl::Ref y, pl::Ref o) { o() = pl::exp(x()) * 2.0f + y() - 1.0f; },
-                                  pl::GridSpec{}, pl::ShapeDtype({8, 128}, pl::f32));
-      call(pl::Array::zeros({8, 128}, pl::f32), pl::Array::zeros({8, 128}, pl::f32));
-    });
+    std::shared_ptr<const jit::CompiledKernel> dot_kernel;
+    const std::string dot_llvm = testing::capture_stderr([&] { dot_kernel = jit::compile(dot); });
+    const std::string chain_llvm = testing::capture_stderr([&] { jit::compile(chain); });
     unsetenv("TESSERA_DUMP_LLVM");
     unsetenv("TESSERA_CACHE");
-    CHECK(matmul.find("@llvm.fma.v8f32") != std::string::npos);
+    CHECK(dot_llvm.find("@llvm.fma.v8f32") != std::string::npos);
     // The dot accumulates into the scratch: its only temporaries are the packed operands.
-    CHECK(chain.find("call ptr @tessera_rt_temp") == std::string::npos);  // no block materialised
-    CHECK(chain.find("@expf") != std::string::npos);
+    CHECK(chain_llvm.find("call ptr @tessera_rt_temp") == std::string::npos);  // no block materialised
+    CHECK(chain_llvm.find("@expf") != std::string::npos);
+    // The micro-kernel computes the product: rows of ones times columns of twos.
+    std::vector<float> x(32 * 32, 1.0f), y(32 * 32, 2.0f), o(32 * 32);
+    run(dot, *dot_kernel, {x.data(), y.data(), o.data()}, 1);
+    CHECK(o[0] == 64.0f);
+    CHECK(o[32 * 32 - 1] == 64.0f);
   }
 
   TEST_CASE("jit: a failure in compiled code stops the other cores and comes back as a RuntimeError") {
-    // Every step of core 1 indexes out of bounds; core 0 has many valid steps.
-    auto kernel = [](pl::Ref x, pl::Ref o) { o() = x(pl::ds(pl::program_id(0) * 0 + pl::program_id(0) / 4 * 100, 4)); };
-    auto call = pl::pallas_call(kernel,
-                                pl::GridSpec{.grid = {8}, .out_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })}},
-                                pl::ShapeDtype({32}, pl::f32), {.compiler_params = {.dimension_semantics = {pl::parallel}}});
-    pl::set_num_threads(2);
+    // Every step of core 1 (steps 4..7) slices its input out of bounds; core 0 has valid steps.
+    // A cache of its own: compiled code names ops by their index in the Function, and the parsed
+    // kernel numbers its ops in text order, unlike the passes that made the same text in dsl_tests
+    // (which share the build tree's cache and key objects by the text alone).
+    testing::CacheDir dir("out_of_bounds");
+    const ir::Function& fn = golden_kernel("out_of_bounds.lowered.ir");
+    auto kernel = jit::compile(fn);
+    std::vector<float> x(8), o(32);
     try {
-      call(pl::Array::zeros({8}, pl::f32));
+      run(fn, *kernel, {x.data(), o.data()}, 8, /*cores=*/2);
       FAIL("expected a RuntimeError");
     } catch (const RuntimeError& e) {
       CHECK(e.where().core == 1);
       CHECK(e.where().grid_point == std::vector<int64_t>{4});
       CHECK(std::string(e.what()).find("out-of-bounds slice of `input 0 block`: ds(100, 4)") != std::string::npos);
     }
-    pl::set_num_threads(0);
-    // The process and later calls are unaffected.
-    auto fine = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); }, pl::GridSpec{}, pl::ShapeDtype({8}, pl::f32));
-    CHECK(fine(pl::Array::arange(8, pl::f32)).at<float>({7}) == 7.0f);
+    // The process and later launches are unaffected.
+    const ir::Function& scale = lowered_scale(3.0f, 8);
+    std::vector<float> in{0, 1, 2, 3, 4, 5, 6, 7}, out(8);
+    run(scale, *jit::compile(scale), {in.data(), out.data()}, 1);
+    CHECK(out[7] == 21.0f);
   }
 }

@@ -1,5 +1,6 @@
 // Golden-text comparison for tests: the expected text lives in tests/golden/<name>. With
-// TESSERA_UPDATE_GOLDEN=1 the file is (re)written from the actual text instead.
+// TESSERA_UPDATE_GOLDEN=1 the file is (re)written from the actual text instead. Golden IR is also
+// the input of lowering and code generator tests (golden_text, then ir::parse).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -10,6 +11,15 @@
 #include <string>
 
 namespace tessera::testing {
+
+inline std::string golden_text(const std::string& name) {
+  const std::string path = std::string(TESSERA_GOLDEN_DIR) + "/" + name;
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), "missing golden file " << path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 inline void check_golden(const std::string& name, const std::string& actual) {
   const std::string path = std::string(TESSERA_GOLDEN_DIR) + "/" + name;

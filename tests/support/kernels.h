@@ -1,16 +1,16 @@
-// Shared pieces for the DSL tests: specs and a stderr capture.
+// What only the tests that go through the front end need (dsl_tests, ops_tests): the backends a
+// semantic test runs in and a capture of debug_print lines. Helpers that do not need the front end
+// live beside it (capture.h, cache_dir.h, golden.h) and are included by the suites of lower layers.
 #pragma once
 
 #include <tessera/tessera.hpp>
 
-#include <cstdio>
-#include <fstream>
-#include <functional>
-#include <sstream>
 #include <string>
-#include <unistd.h>
+#include <vector>
 
 #include <doctest/doctest.h>
+
+#include "tests/support/capture.h"
 
 namespace tessera::testing {
 
@@ -44,34 +44,6 @@ void for_each_backend(F body, pl::InterpretParams params = {}) {
 inline pl::CallOptions with_backend(pl::CallOptions options, const pl::CallOptions& backend) {
   options.interpret = backend.interpret;
   return options;
-}
-
-// Runs f with stderr redirected into a string.
-inline std::string capture_stderr(const std::function<void()>& f) {
-  std::fflush(stderr);
-  char path[] = "/tmp/tessera_stderr_XXXXXX";
-  int fd = mkstemp(path);
-  int saved = dup(2);
-  dup2(fd, 2);
-  try {
-    f();
-  } catch (...) {
-    std::fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    close(fd);
-    unlink(path);
-    throw;
-  }
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  unlink(path);
-  return s.str();
 }
 
 // Collects debug_print lines while alive.
