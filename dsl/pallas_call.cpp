@@ -15,7 +15,7 @@
 #include "jit/lowering/canonicalize.h"
 #include "jit/llvm/compiler.h"
 #include "jit/lowering/lowering.h"
-#include "runtime/env.h"
+#include "runtime/config.h"
 #include "runtime/interpreter/interpreter.h"
 #include "runtime/collective.h"
 #include "runtime/launch.h"
@@ -497,7 +497,7 @@ MeshPlace CallImpl::join_mesh(const Program& prog, int cores) {
 }
 
 bool runs_interpreted(const CallOptions& options) {
-  return options.interpret.has_value() || env::flag("TESSERA_INTERPRET");
+  return options.interpret.has_value() || config::interpret();
 }
 
 const CallOptions& call_options(const CallImpl& call) { return call.options(); }

@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
 #include <random>
 #include <thread>
 
-#include "runtime/env.h"
+#include "runtime/config.h"
 #include "runtime/launch.h"
 #include "runtime/memory.h"
 #include "runtime/timeline.h"
@@ -19,21 +19,30 @@ namespace tessera::rt {
 // ---- random delays ----------------------------------------------------------------------------------
 
 namespace {
-std::atomic<int64_t> g_delay_us{[] {
-  auto v = env::get("TESSERA_CHAOS_US");
-  return v ? std::atoll(v->c_str()) : 0;
-}()};
+// The bound, or -1 until first read: TESSERA_CHAOS_US is read then, not at start-up, so that an invalid
+// value is an exception from a launch rather than an abort while the program loads.
+std::atomic<int64_t> g_delay_us{-1};
 std::atomic<uint64_t> g_delay_seed{0};
 std::atomic<uint64_t> g_delay_streams{0};
 }  // namespace
 
 void set_random_delays(int64_t max_microseconds, uint64_t seed) {
   g_delay_seed.store(seed);
-  g_delay_us.store(max_microseconds);
+  g_delay_us.store(std::max<int64_t>(0, max_microseconds));  // negative is off, as 0: -1 means "not read yet"
+}
+
+int64_t random_delay_bound() {
+  int64_t max = g_delay_us.load(std::memory_order_relaxed);
+  if (max < 0) {
+    int64_t unset = -1;
+    g_delay_us.compare_exchange_strong(unset, config::chaos_us());  // a racing set_random_delays wins
+    max = g_delay_us.load();
+  }
+  return max;
 }
 
 void random_delay() {
-  const int64_t max = g_delay_us.load(std::memory_order_relaxed);
+  const int64_t max = random_delay_bound();
   if (max <= 0) return;
   thread_local std::mt19937_64 rng(g_delay_seed.load() * 0x9e3779b97f4a7c15ull + g_delay_streams.fetch_add(1));
   std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int64_t>(0, max)(rng)));
@@ -86,7 +95,11 @@ void MeshRun::device_stopped(int64_t device, const std::string& why) {
 LaunchGroup::LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores,
                          bool entry_barrier)
     : members_(std::move(members)), scope_(std::move(scope)), key_(std::move(key)), cores_(cores),
-      entry_barrier_(entry_barrier), participants_(members_.size() * static_cast<size_t>(cores)) {}
+      entry_barrier_(entry_barrier), participants_(members_.size() * static_cast<size_t>(cores)) {
+  // Reads TESSERA_CHAOS_US on the launching thread, so an invalid value fails the launch there rather
+  // than a remote copy inside a kernel.
+  random_delay_bound();
+}
 
 void LaunchGroup::join(Seat seat, CoreContext* ctx) {
   std::lock_guard lock(mutex_);

@@ -178,8 +178,11 @@ void remote_signal(CoreContext& core, const int64_t* sem, int64_t inc, int64_t t
 
 // Test support: before every collective launch and remote operation, sleep a random time of up to
 // `max_microseconds` (0 turns it off), from a generator seeded with `seed`. Shows that results do not
-// depend on the devices' relative timing. TESSERA_CHAOS_US=n sets it at start-up.
+// depend on the devices' relative timing. Without a call, TESSERA_CHAOS_US=n sets it (read on first
+// use; an invalid value throws UserError from there).
 void set_random_delays(int64_t max_microseconds, uint64_t seed = 0);
 void random_delay();
+// The bound in force (reads TESSERA_CHAOS_US the first time).
+int64_t random_delay_bound();
 
 }  // namespace tessera::rt

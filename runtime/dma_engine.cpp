@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "runtime/collective.h"
-#include "runtime/env.h"
+#include "runtime/config.h"
 #include "runtime/memory.h"
 #include "runtime/timeline.h"
 
@@ -35,11 +35,14 @@ bool overlaps(const std::byte* a_lo, const std::byte* a_hi, const std::byte* b_l
   return a_lo < b_hi && b_lo < a_hi;
 }
 
+// The mode, or -1 until the first launch asks: TESSERA_DMA is read then, not at start-up, so that an
+// invalid value is an exception from that call rather than an abort while the program loads.
+std::atomic<int> g_execution{-1};
+
 DmaExecution execution_from_env() {
-  const std::string v = env::get("TESSERA_DMA").value_or("auto");
+  const std::string_view v = config::dma();
   return v == "eager" ? DmaExecution::eager : v == "worker" ? DmaExecution::worker : DmaExecution::automatic;
 }
-std::atomic<DmaExecution> g_execution{execution_from_env()};
 
 }  // namespace
 
@@ -102,8 +105,17 @@ class DmaWorker {
   std::thread thread_;
 };
 
-void set_dma_execution(DmaExecution mode) { g_execution.store(mode); }
-DmaExecution dma_execution() { return g_execution.load(std::memory_order_relaxed); }
+void set_dma_execution(DmaExecution mode) { g_execution.store(static_cast<int>(mode)); }
+DmaExecution dma_execution() {
+  int mode = g_execution.load(std::memory_order_relaxed);
+  if (mode < 0) {
+    int unset = -1;
+    // A set_dma_execution racing with this first read wins.
+    g_execution.compare_exchange_strong(unset, static_cast<int>(execution_from_env()));
+    mode = g_execution.load();
+  }
+  return static_cast<DmaExecution>(mode);
+}
 
 bool use_dma_worker(int active_cores) {
   switch (dma_execution()) {

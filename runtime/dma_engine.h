@@ -137,7 +137,8 @@ enum class DmaExecution : uint8_t {
   eager,
   worker,
 };
-// Sets it for the process; TESSERA_DMA=auto|eager|worker sets it at start-up (default auto).
+// Sets it for the process; otherwise TESSERA_DMA=auto|eager|worker (default auto), read by the first
+// dma_execution(), which throws UserError on an invalid value.
 void set_dma_execution(DmaExecution mode);
 DmaExecution dma_execution();
 // Whether a launch whose grid keeps `active_cores` cores busy runs its copies on the worker.

@@ -1,9 +1,9 @@
 #include "runtime/thread_pool.h"
 
 #include <atomic>
-#include <cstdlib>
+#include <optional>
 
-#include "runtime/env.h"
+#include "runtime/config.h"
 
 namespace tessera {
 
@@ -11,10 +11,7 @@ namespace {
 std::atomic<int> g_threads{0};
 
 int default_threads() {
-  if (auto v = env::get("TESSERA_NUM_THREADS")) {
-    int n = std::atoi(v->c_str());
-    if (n > 0) return n;
-  }
+  if (std::optional<int> n = config::num_threads()) return *n;
   unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);
 }

@@ -16,6 +16,7 @@ namespace tessera {
 // The number of threads compiled kernels use (including the caller's).
 int num_threads();
 // Sets it; n < 1 restores the default (TESSERA_NUM_THREADS, else the number of hardware threads).
+// The default is read on first use; an invalid TESSERA_NUM_THREADS makes either throw UserError.
 void set_num_threads(int n);
 
 namespace rt {

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "runtime/env.h"
+#include "runtime/config.h"
 #include "runtime/mesh.h"
 
 namespace tessera::rt::timeline {
@@ -113,9 +113,9 @@ void write(const std::string& path, const std::vector<Event>& events, const std:
 // TESSERA_TRACE=<file>: record from start-up, write at exit.
 struct EnvRecording {
   EnvRecording() {
-    std::optional<std::string> p = env::get("TESSERA_TRACE");
-    if (!p || p->empty()) return;
-    start(*p);
+    const std::string p = config::trace_path();  // any text is a path: this read cannot throw
+    if (p.empty()) return;
+    start(p);
     std::atexit([] {
       try {
         const std::string written = stop();

@@ -15,7 +15,7 @@
 #include "jit/llvm/codegen.h"
 #include "jit/llvm/disk_cache.h"
 #include "jit/llvm/engine.h"
-#include "runtime/env.h"
+#include "runtime/config.h"
 
 #ifndef TESSERA_CODEGEN_HASH
 #define TESSERA_CODEGEN_HASH "dev"
@@ -44,7 +44,7 @@ MemoryCache& memory_cache() {
 }
 
 void log_cache(const char* what, const std::string& name, const std::string& key, double ms, const std::string& detail = {}) {
-  if (!log_enabled("cache")) return;
+  if (!config::log_enabled("cache")) return;
   std::fprintf(stderr, "tessera cache: %s for `%s` (key %s) in %.2f ms%s\n", what, name.c_str(), key.c_str(), ms,
                detail.c_str());
 }
@@ -102,7 +102,7 @@ std::shared_ptr<const CompiledKernel> compile(const ir::Function& lowered) {
   const double codegen_ms = ms_since(start);
   std::string object = engine.compile(module);
   const double compile_ms = ms_since(start) - codegen_ms;
-  if (env::flag("TESSERA_DUMP_LLVM")) {
+  if (config::dump_llvm()) {
     std::string text;
     llvm::raw_string_ostream os(text);
     module.print(os, nullptr);

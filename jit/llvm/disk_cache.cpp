@@ -4,33 +4,27 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
 
-#include "runtime/env.h"
+#include "runtime/config.h"
 
 namespace tessera::jit {
 
 namespace fs = std::filesystem;
 
-bool log_enabled(const char* topic) {
-  auto v = env::get("TESSERA_LOG");
-  if (!v) return false;
-  return *v == "all" || v->find(topic) != std::string::npos;
-}
-
 DiskCache DiskCache::from_environment() {
   DiskCache cache;
-  if (auto off = env::get("TESSERA_CACHE"); off && !env::flag("TESSERA_CACHE")) return cache;
-  std::string dir;
-  if (auto d = env::get("TESSERA_CACHE_DIR"); d && !d->empty()) dir = *d;
-  else if (auto x = env::get("XDG_CACHE_HOME"); x && !x->empty()) dir = *x + "/tessera";
-  else if (auto h = env::get("HOME"); h && !h->empty()) dir = *h + "/.cache/tessera";
-  else return cache;
-  cache.dir_ = dir;
+  if (!config::disk_cache()) return cache;
+  cache.dir_ = config::cache_dir();
+  if (!cache.dir_.empty()) return cache;
+  // The usual places of a user's caches: not tessera's variables, so not in its configuration table.
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) cache.dir_ = std::string(xdg) + "/tessera";
+  else if (const char* home = std::getenv("HOME"); home && *home) cache.dir_ = std::string(home) + "/.cache/tessera";
   return cache;
 }
 
@@ -67,7 +61,7 @@ bool DiskCache::store(const std::string& key, const std::string& object) const {
     }
     if (!ok) fs::remove(tmp, ec);
   }
-  if (!ok && !warned.exchange(true) && log_enabled("cache"))
+  if (!ok && !warned.exchange(true) && config::log_enabled("cache"))
     std::fprintf(stderr, "tessera cache: cannot write to %s; using the disk cache read-only\n", dir_.c_str());
   return ok;
 }

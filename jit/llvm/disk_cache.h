@@ -28,7 +28,4 @@ class DiskCache {
   std::string dir_;
 };
 
-// Whether TESSERA_LOG lists `topic` ("cache", or "all").
-bool log_enabled(const char* topic);
-
 }  // namespace tessera::jit

@@ -11,7 +11,7 @@
 #include "jit/lowering/canonicalize.h"
 #include "jit/lowering/expand_pipelines.h"
 #include "jit/lowering/memory_budget.h"
-#include "runtime/env.h"
+#include "runtime/config.h"
 
 namespace tessera::passes {
 
@@ -56,9 +56,9 @@ const std::vector<std::string>& pass_names() {
 }
 
 Function lower(const Function& traced, const LoweringOptions& options) {
-  const std::string dump_setting = env::get("TESSERA_DUMP_IR").value_or("");
+  const std::string_view dump_setting = config::dump_ir();
   const bool dump_all = dump_setting == "all";
-  const bool time = env::flag("TESSERA_TIME_PASSES");
+  const bool time = config::time_passes();
   if (dump_setting == "1" || dump_all) dump(traced, "as traced");
   ir::verify(traced, "tracing");
 

@@ -13,7 +13,7 @@
 #include "dsl/ref.h"
 #include "dsl/value.h"
 #include "ops/megablox/group_metadata.h"
-#include "runtime/env.h"
+#include "runtime/config.h"
 
 namespace tessera::megablox {
 
@@ -218,7 +218,7 @@ auto kernel_with_existing(const KernelConfig& c) {
 PallasCall<Array> cached_call(std::string key, const std::function<PallasCall<Array>()>& make, bool memoise) {
   if (!memoise) return make();
   // A call follows TESSERA_INTERPRET as it was when the call was made: one per setting.
-  if (env::flag("TESSERA_INTERPRET")) key += " interpret";
+  if (config::interpret()) key += " interpret";
   static std::mutex mutex;
   static std::map<std::string, PallasCall<Array>> calls;
   std::lock_guard lock(mutex);

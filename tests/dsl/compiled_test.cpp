@@ -43,6 +43,12 @@ TEST_SUITE("dsl") {
     CHECK(pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); }, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32),
                           testing::interpret())
               .interpreted());
+    // A value that is neither on nor off fails the call that reads it (it used to mean on); the
+    // next call, with the variable unset, works.
+    setenv("TESSERA_INTERPRET", "maybe", 1);
+    CHECK_THROWS_WITH_AS(make(), doctest::Contains("TESSERA_INTERPRET=maybe"), UserError);
+    unsetenv("TESSERA_INTERPRET");
+    CHECK_FALSE(make().interpreted());
   }
 
   TEST_CASE("compiled: a failure in compiled code stops the other cores and comes back as a RuntimeError") {

@@ -4,11 +4,15 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "jit/ir/parser.h"
 #include "jit/ir/printer.h"
 #include "jit/lowering/lowering.h"
 #include "jit/lowering/memory_budget.h"
+#include "runtime/config.h"
 #include "tests/support/capture.h"
 #include "tests/support/golden.h"
 
@@ -75,5 +79,20 @@ TEST_SUITE("passes") {
     CHECK(all.find("after check_vmem_budget") != std::string::npos);
     CHECK(times.find("tessera pass times for `copy`") != std::string::npos);
     CHECK(times.find("expand_pipelines") != std::string::npos);
+  }
+
+  TEST_CASE("lowering: TESSERA_DUMP_IR accepts the passes' names, and an unknown one fails the call") {
+    // The configuration declares the pass names itself (the runtime cannot see the passes): they must
+    // agree. A pass may run twice (canonicalize does).
+    std::set<std::string> declared;
+    for (std::string_view v : config::variable(config::Var::dump_ir).choices)
+      if (v != "0" && v != "1" && v != "all") declared.emplace(v);
+    const std::vector<std::string>& names = passes::pass_names();
+    CHECK(declared == std::set<std::string>(names.begin(), names.end()));
+
+    setenv("TESSERA_DUMP_IR", "expand", 1);
+    CHECK_THROWS_WITH_AS(lower(8), doctest::Contains("TESSERA_DUMP_IR=expand"), UserError);
+    unsetenv("TESSERA_DUMP_IR");
+    CHECK_NOTHROW(lower(8));
   }
 }

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -21,10 +23,22 @@ inline std::string golden_text(const std::string& name) {
   return text.str();
 }
 
+// TESSERA_UPDATE_GOLDEN, a flag declared in runtime/config.cpp's table like every TESSERA_* variable.
+// Read here with getenv because the IR layer's tests, which use this header, do not link the runtime;
+// it accepts what the table's flags accept.
+inline bool update_golden() {
+  const char* v = std::getenv("TESSERA_UPDATE_GOLDEN");
+  std::string s = v ? v : "";
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
+  REQUIRE_MESSAGE((s.empty() || s == "0" || s == "false" || s == "off" || s == "no"),
+                  "TESSERA_UPDATE_GOLDEN=" << v << " is not accepted: set it to one of 1, true, on, yes, 0, false, off, no");
+  return false;
+}
+
 inline void check_golden(const std::string& name, const std::string& actual) {
   const std::string path = std::string(TESSERA_GOLDEN_DIR) + "/" + name;
-  const char* update = std::getenv("TESSERA_UPDATE_GOLDEN");
-  if (update && std::string(update) == "1") {
+  if (update_golden()) {
     std::ofstream(path) << actual;
     return;
   }
