@@ -109,8 +109,9 @@ std::shared_ptr<const CompiledKernel> compile(const ir::Function& lowered, std::
     for (std::string_view name : target_names())
       if (missing_on_host(cpu_target(name)).empty()) runnable.emplace_back(name);
     throw UserError(fmt::format("kernel `{}`: this CPU cannot run code compiled for target `{}`", lowered.name, t.name),
-                    fmt::format("target {} needs {}; this CPU ({}) lacks {}", t.name, fmt::join(t.required, ","),
-                                host_cpu().cpu, fmt::join(missing, ",")),
+                    fmt::format("target {} (from {}); this CPU ({}) lacks {}", t.str(),
+                                target.empty() ? "TESSERA_TARGET" : "CompilerParams::target", host_cpu().cpu,
+                                fmt::join(missing, ", ")),
                     fmt::format("choose a target this CPU runs ({}) in CompilerParams::target or TESSERA_TARGET, or "
                                 "generate code without running it with jit::compile_object",
                                 fmt::join(runnable, ", ")),
