@@ -18,12 +18,13 @@ namespace pl = tessera;
 
 namespace {
 
-// Sets an environment variable while the object lives.
+// Sets (or, given nullptr, unsets) an environment variable while the object lives.
 class EnvVar {
  public:
   EnvVar(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
   }
   ~EnvVar() {
     if (old_) setenv(name_, old_->c_str(), 1);
@@ -110,7 +111,10 @@ TEST_SUITE("jit") {
     const ir::Function& fn = *kernels().lowered.at("elementwise_f32");
     CHECK(jit::cache_key(fn, "avx2") != jit::cache_key(fn, "avx512"));
     CHECK(jit::cache_key(fn, "avx512") != jit::cache_key(fn, "avx512_bf16"));
-    CHECK(jit::cache_key(fn) == jit::cache_key(fn, "native"));
+    {
+      EnvVar unset("TESSERA_TARGET", nullptr);
+      CHECK(jit::cache_key(fn) == jit::cache_key(fn, "native"));
+    }
     EnvVar env("TESSERA_TARGET", "avx2");
     CHECK(jit::cache_key(fn) == jit::cache_key(fn, "avx2"));
   }
