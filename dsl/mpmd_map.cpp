@@ -238,7 +238,7 @@ std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, 
         io.zero_uninitialized = spec_.options.interpret->uninitialized_memory == UninitializedMemory::zero;
       prog.interpreter = std::make_unique<rt::Interpreter>(prog.lowered, io);
     } else {
-      prog.compiled = jit::compile(prog.lowered);
+      prog.compiled = jit::compile(prog.lowered, spec_.options.compiler_params.target, spec_.loc);
     }
   }
   programs_.emplace(key, progs);

@@ -351,7 +351,7 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
       io.zero_uninitialized = spec_.options.interpret->uninitialized_memory == UninitializedMemory::zero;
     p->interpreter = std::make_unique<rt::Interpreter>(p->lowered, io);
   } else {
-    p->compiled = jit::compile(p->lowered);
+    p->compiled = jit::compile(p->lowered, spec_.options.compiler_params.target, spec_.loc);
   }
   p->semantics = semantics();
   p->communicates = ir::communicates(p->lowered);

@@ -234,6 +234,11 @@ struct CompilerParams {
   // (pl::get_barrier_semaphore) instead of the implicit barrier at entry. Every device must launch
   // its collective kernels with the same ids in the same order.
   std::optional<int64_t> collective_id;
+  // The CPU the compiled kernel is generated for: "native" (this host, every feature it has),
+  // "avx2", "avx512", "avx512_bf16" or "amx". Empty: TESSERA_TARGET, else native. A target this CPU
+  // cannot run is a UserError when the kernel is compiled (jit/llvm/target.h). The interpreter
+  // ignores it.
+  std::string target;
 };
 
 enum class UninitializedMemory { nan, zero };

@@ -10,31 +10,45 @@ namespace seed {
 
 namespace pl = tessera;
 
+// The accumulator is f32 in the seed; an i32 one (int8 inputs, as in bench_gemm) accumulates in i32.
 inline void matmul_kernel(pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
   pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
-  acc() += pl::dot(x(), y(), pl::f32);
+  acc() += pl::dot(x(), y(), acc.dtype() == pl::i32 ? pl::i32 : pl::f32);
   pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc().astype(o.dtype()); });
 }
 
 // A (b, b) block of a matmul operand on the (i, j, k) grid, at grid indices (a, c): x at (i, k), w at
 // (k, j), out at (i, j).
-inline pl::BlockSpec block(int a, int c, int64_t b = 128) {
-  return pl::BlockSpec({b, b}, [=](pl::Value i, pl::Value j, pl::Value k) {
+inline pl::BlockSpec block(int a, int c, int64_t rows, int64_t cols) {
+  return pl::BlockSpec({rows, cols}, [=](pl::Value i, pl::Value j, pl::Value k) {
     pl::Value ids[] = {i, j, k};
     return pl::idx(ids[a], ids[c]);
   });
 }
+inline pl::BlockSpec block(int a, int c, int64_t b = 128) { return block(a, c, b, b); }
 
-inline pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n, pl::DType out, pl::CallOptions options = {},
-                                             int64_t b = 128) {
+// The block shape of the grid: bm rows of x and out, a k step of bk, bn columns of y and out; and
+// the accumulator's dtype.
+struct Blocks {
+  int64_t bm = 128, bk = 128, bn = 128;
+  pl::DType acc = pl::f32;
+};
+
+inline pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n, pl::DType out, pl::CallOptions options,
+                                             Blocks b) {
   options.compiler_params.dimension_semantics = {pl::parallel, pl::parallel, pl::arbitrary};
   if (options.name.empty()) options.name = "matmul";
   return pl::pallas_call(matmul_kernel,
-                         pl::GridSpec{.grid = {m / b, n / b, k / b},
-                                      .in_specs = {block(0, 2, b), block(2, 1, b)},
-                                      .out_specs = {block(0, 1, b)},
-                                      .scratch_shapes = {pl::VMEM({b, b}, pl::f32)}},
+                         pl::GridSpec{.grid = {m / b.bm, n / b.bn, k / b.bk},
+                                      .in_specs = {block(0, 2, b.bm, b.bk), block(2, 1, b.bk, b.bn)},
+                                      .out_specs = {block(0, 1, b.bm, b.bn)},
+                                      .scratch_shapes = {pl::VMEM({b.bm, b.bn}, b.acc)}},
                          pl::ShapeDtype({m, n}, out), options);
+}
+
+inline pl::PallasCall<pl::Array> make_matmul(int64_t m, int64_t k, int64_t n, pl::DType out, pl::CallOptions options = {},
+                                             int64_t b = 128) {
+  return make_matmul(m, k, n, out, std::move(options), Blocks{b, b, b});
 }
 
 // Inside a kernel: the GEMM as a pipeline over HBM refs, with the accumulator from run_scoped.

@@ -22,6 +22,8 @@ namespace {
 constexpr std::string_view dump_ir_values[] = {"0", "1", "all", "canonicalize", "expand_pipelines", "check_vmem_budget"};
 constexpr std::string_view log_topics[] = {"cache", "all"};
 constexpr std::string_view dma_values[] = {"auto", "eager", "worker"};
+// Must match the LLVM backend's target names (jit/llvm/target.h; tests/dsl/target_test.cpp checks it).
+constexpr std::string_view target_values[] = {"native", "avx2", "avx512", "avx512_bf16", "amx"};
 
 // The one table. The doc lines are README.md's "effect" column.
 constexpr std::array<Variable, var_count> table{{
@@ -49,6 +51,10 @@ constexpr std::array<Variable, var_count> table{{
      .doc = "where compiled kernels are cached on disk; unset: `$XDG_CACHE_HOME/tessera`, else `~/.cache/tessera`"},
     {.var = Var::cache, .name = "TESSERA_CACHE", .kind = Kind::flag, .default_value = "1",
      .doc = "`0` turns the disk cache of compiled kernels off"},
+    {.var = Var::target, .name = "TESSERA_TARGET", .kind = Kind::choice, .default_value = "native",
+     .choices = target_values,
+     .doc = "the CPU target kernels are compiled for, read when a call first compiles a kernel for its argument "
+            "signature (`CompilerParams::target` overrides)"},
     // Read by tests/support/golden.h with getenv: the IR layer's tests do not link the runtime.
     {.var = Var::update_golden, .name = "TESSERA_UPDATE_GOLDEN", .kind = Kind::flag, .default_value = "0",
      .doc = "tests: rewrite the golden IR files in tests/golden from the actual output"},
@@ -249,5 +255,6 @@ int64_t chaos_us() { return integer(Var::chaos_us).value_or(0); }
 std::string trace_path() { return text(Var::trace); }
 std::string cache_dir() { return text(Var::cache_dir); }
 bool disk_cache() { return flag(Var::cache); }
+std::string target() { return std::string(choice(Var::target)); }
 
 }  // namespace tessera::config

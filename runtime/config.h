@@ -49,6 +49,7 @@ enum class Var : uint8_t {
   trace,
   cache_dir,
   cache,
+  target,
   update_golden,
 };
 inline constexpr size_t var_count = static_cast<size_t>(Var::update_golden) + 1;
@@ -104,5 +105,6 @@ int64_t chaos_us();                  // TESSERA_CHAOS_US; 0: no delays
 std::string trace_path();            // TESSERA_TRACE; empty: no whole-run timeline
 std::string cache_dir();             // TESSERA_CACHE_DIR; empty: the default directory
 bool disk_cache();                   // TESSERA_CACHE
+std::string target();               // TESSERA_TARGET: a CPU target name (jit/llvm/target.h)
 
 }  // namespace tessera::config

@@ -8,6 +8,8 @@ packages="cmake ninja-build g++ llvm-19-dev libzstd-dev libboost-dev libfmt-dev 
 packages="$packages nlohmann-json3-dev"
 # OpenBLAS is only a benchmark baseline; the library never links it.
 packages="$packages libopenblas-dev"
+# oneDNN is only a baseline of bench_gemm; without it that benchmark skips its columns.
+packages="$packages libdnnl-dev"
 
 missing=""
 for p in $packages; do

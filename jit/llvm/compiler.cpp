@@ -55,24 +55,69 @@ CompiledKernel::CompiledKernel(std::string key, KernelEntry entry, std::shared_p
                                double milliseconds)
     : key_(std::move(key)), entry_(entry), object_(std::move(object)), source_(source), milliseconds_(milliseconds) {}
 
-std::string host_target() {
-  const Target& t = Engine::get().target();
-  return t.triple + " " + t.cpu;
-}
+namespace {
 
-std::string cache_key(const ir::Function& lowered) {
-  const Target& t = Engine::get().target();
-  std::string text = fmt::format("tessera {} codegen {}\ntarget {} {} {}\nopt O2\n{}", TESSERA_VERSION,
-                                 TESSERA_CODEGEN_HASH, t.triple, t.cpu, t.features, ir::print(lowered));
+std::string key_for(const ir::Function& lowered, const CpuTarget& t) {
+  std::string text = fmt::format("tessera {} codegen {}\ntarget {} {} {} {} {}\nopt O2\n{}", TESSERA_VERSION,
+                                 TESSERA_CODEGEN_HASH, t.name, t.triple, t.cpu, t.features, t.vector_bits,
+                                 ir::print(lowered));
   llvm::XXH128_hash_t h = llvm::xxh3_128bits(llvm::ArrayRef<uint8_t>(
       reinterpret_cast<const uint8_t*>(text.data()), text.size()));
   return fmt::format("{:016x}{:016x}", h.high64, h.low64);
 }
 
-std::shared_ptr<const CompiledKernel> compile(const ir::Function& lowered) {
+// Generates `lowered` into a fresh module for `t` and returns the object file.
+std::string generate(const ir::Function& lowered, const CpuTarget& t, const std::string& symbol) {
+  Engine& engine = Engine::get();
+  llvm::LLVMContext context;
+  llvm::Module module(symbol, context);
+  engine.configure(module, t);
+  emit_kernel(lowered, module, symbol);
+  std::string object = engine.compile(module, t);
+  if (config::dump_llvm()) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os, nullptr);
+    std::fprintf(stderr, "// ---- optimised LLVM IR of `%s` for %s ----\n%s", lowered.name.c_str(), t.name.c_str(),
+                 os.str().c_str());
+  }
+  return object;
+}
+
+}  // namespace
+
+std::string host_target() {
+  const CpuTarget& t = cpu_target("native");
+  return t.triple + " " + t.cpu;
+}
+
+std::string cache_key(const ir::Function& lowered, std::string_view target) {
+  return key_for(lowered, select_target(target));
+}
+
+std::string compile_object(const ir::Function& lowered, std::string_view target) {
+  const CpuTarget& t = select_target(target);
+  return generate(lowered, t, "tessera_kernel_" + key_for(lowered, t));
+}
+
+std::shared_ptr<const CompiledKernel> compile(const ir::Function& lowered, std::string_view target, SourceLoc loc) {
   auto start = std::chrono::steady_clock::now();
   Engine& engine = Engine::get();
-  const std::string key = cache_key(lowered);
+  const CpuTarget& t = select_target(target, loc);
+  if (std::vector<std::string> missing = missing_on_host(t); !missing.empty()) {
+    std::vector<std::string> runnable;
+    for (std::string_view name : target_names())
+      if (missing_on_host(cpu_target(name)).empty()) runnable.emplace_back(name);
+    throw UserError(fmt::format("kernel `{}`: this CPU cannot run code compiled for target `{}`", lowered.name, t.name),
+                    fmt::format("target {} (from {}); this CPU ({}) lacks {}", t.str(),
+                                target.empty() ? "TESSERA_TARGET" : "CompilerParams::target", host_cpu().cpu,
+                                fmt::join(missing, ", ")),
+                    fmt::format("choose a target this CPU runs ({}) in CompilerParams::target or TESSERA_TARGET, or "
+                                "generate code without running it with jit::compile_object",
+                                fmt::join(runnable, ", ")),
+                    loc);
+  }
+  const std::string key = key_for(lowered, t);
   const std::string symbol = "tessera_kernel_" + key;
   MemoryCache& mem = memory_cache();
   std::lock_guard lock(mem.mutex);  // one compile at a time: LLVM's target machine is shared
@@ -95,19 +140,9 @@ std::shared_ptr<const CompiledKernel> compile(const ir::Function& lowered) {
     }
     why = "the cached object could not be loaded";
   }
-  llvm::LLVMContext context;
-  llvm::Module module(symbol, context);
-  engine.configure(module);
-  emit_kernel(lowered, module, symbol);
-  const double codegen_ms = ms_since(start);
-  std::string object = engine.compile(module);
-  const double compile_ms = ms_since(start) - codegen_ms;
-  if (config::dump_llvm()) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    module.print(os, nullptr);
-    std::fprintf(stderr, "// ---- optimised LLVM IR of `%s` ----\n%s", lowered.name.c_str(), os.str().c_str());
-  }
+  const double lookup_ms = ms_since(start);
+  std::string object = generate(lowered, t, symbol);
+  const double compile_ms = ms_since(start) - lookup_ms;
   const bool stored = disk.store(key, object);
   std::shared_ptr<LoadedObject> loaded = engine.load(object, symbol);
   if (!loaded) throw InternalError("jit", fmt::format("the object compiled for `{}` could not be loaded", lowered.name));
@@ -116,7 +151,7 @@ std::shared_ptr<const CompiledKernel> compile(const ir::Function& lowered) {
                                                        ms_since(start));
   mem.kernels[key] = loaded;
   log_cache("miss, compiled", lowered.name, key, kernel->milliseconds(),
-            fmt::format(" ({}; IR {:.2f} ms, optimise and emit {:.2f} ms{})", why, codegen_ms, compile_ms,
+            fmt::format(" ({}; target {}; generate, optimise and emit {:.2f} ms{})", why, t.name, compile_ms,
                         stored ? ", stored" : ""));
   return kernel;
 }

@@ -10,9 +10,11 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/SubtargetFeature.h>
 
 #include <fmt/format.h>
 
+#include <map>
 #include <mutex>
 
 #include "jit/ir/diagnostics.h"
@@ -35,11 +37,29 @@ T take(llvm::Expected<T> value, const char* what) {
 }  // namespace
 
 struct Engine::Impl {
-  Target target;
-  std::unique_ptr<llvm::TargetMachine> machine;  // for optimisation and object emission
+  // For optimisation and object emission, per target (CpuTargets live as long as the process).
+  std::map<const CpuTarget*, std::unique_ptr<llvm::TargetMachine>> machines;
   std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::mutex mutex;  // the target machine and the JIT are used by one thread at a time
+  std::mutex mutex;  // the target machines and the JIT are used by one thread at a time
   uint64_t next_dylib = 0;
+
+  // The TargetMachine for `t`, made on first use; call with `mutex` held. The CPU name and the
+  // complete feature string are both set: a feature string alone would leave the CPU's own
+  // features on, a CPU name alone would keep the host's features (research: cpu_kernels.md §4.2).
+  llvm::TargetMachine& machine(const CpuTarget& t) {
+    std::unique_ptr<llvm::TargetMachine>& m = machines[&t];
+    if (!m) {
+      llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(t.triple)};
+      jtmb.setCPU(t.cpu);
+      jtmb.getFeatures() = llvm::SubtargetFeatures(t.features);
+      jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
+      // Kernels call the runtime and libm by symbol; the small code model and PIC keep objects
+      // relocatable and loadable anywhere.
+      jtmb.setRelocationModel(llvm::Reloc::PIC_);
+      m = take(jtmb.createTargetMachine(), "creating the target machine");
+    }
+    return *m;
+  }
 };
 
 // Each loaded object lives in a JITDylib of its own (linked against the main one, where the runtime
@@ -72,17 +92,11 @@ Engine::Engine() : impl_(std::make_unique<Impl>()) {
   llvm::InitializeNativeTargetAsmPrinter();
   llvm::InitializeNativeTargetAsmParser();
 
+  // The JIT itself only links and loads objects: it never compiles, so the host description is all
+  // it needs.
   auto jtmb = take(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
-  // Kernels call the runtime and libm by symbol; the small code model and PIC keep objects
-  // relocatable and loadable anywhere.
   jtmb.setRelocationModel(llvm::Reloc::PIC_);
-  impl_->target.triple = jtmb.getTargetTriple().str();
-  impl_->target.cpu = jtmb.getCPU();
-  impl_->target.features = jtmb.getFeatures().getString();
-  impl_->machine = take(jtmb.createTargetMachine(), "creating the target machine");
-  impl_->target.data_layout = impl_->machine->createDataLayout().getStringRepresentation();
-
   impl_->jit = take(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the JIT");
   auto& jit = *impl_->jit;
   llvm::orc::SymbolMap symbols;
@@ -96,15 +110,21 @@ Engine::Engine() : impl_(std::make_unique<Impl>()) {
       "resolving process symbols"));
 }
 
-const Target& Engine::target() const { return impl_->target; }
-
-void Engine::configure(llvm::Module& module) const {
-  module.setTargetTriple(impl_->target.triple);
-  module.setDataLayout(impl_->machine->createDataLayout());
+void Engine::configure(llvm::Module& module, const CpuTarget& target) const {
+  std::lock_guard lock(impl_->mutex);
+  module.setTargetTriple(target.triple);
+  module.setDataLayout(impl_->machine(target).createDataLayout());
 }
 
-std::string Engine::compile(llvm::Module& module) const {
+std::string Engine::compile(llvm::Module& module, const CpuTarget& target) const {
   std::lock_guard lock(impl_->mutex);
+  llvm::TargetMachine& machine = impl_->machine(target);
+  // The loop vectoriser picks its width from the CPU's tuning, and Intel CPUs prefer 256 bits even
+  // with AVX-512; the target's vector width decides instead, so element-wise loops use zmm
+  // registers wherever the target has them.
+  for (llvm::Function& f : module)
+    if (!f.isDeclaration() && !f.hasFnAttribute("prefer-vector-width"))
+      f.addFnAttr("prefer-vector-width", std::to_string(target.vector_bits));
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -112,7 +132,7 @@ std::string Engine::compile(llvm::Module& module) const {
   llvm::PipelineTuningOptions tuning;
   tuning.LoopVectorization = true;
   tuning.SLPVectorization = true;
-  llvm::PassBuilder pb(impl_->machine.get(), tuning);
+  llvm::PassBuilder pb(&machine, tuning);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
@@ -123,7 +143,7 @@ std::string Engine::compile(llvm::Module& module) const {
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream out(buffer);
   llvm::legacy::PassManager codegen;
-  if (impl_->machine->addPassesToEmitFile(codegen, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+  if (machine.addPassesToEmitFile(codegen, out, nullptr, llvm::CodeGenFileType::ObjectFile))
     throw InternalError("jit engine", "the target cannot emit object files");
   codegen.run(module);
   return std::string(buffer.begin(), buffer.end());
