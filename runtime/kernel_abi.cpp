@@ -6,6 +6,7 @@
 #include <span>
 
 #include "runtime/block_ops.h"
+#include "runtime/launch.h"
 
 namespace tessera::rt {
 
@@ -37,21 +38,12 @@ std::vector<int64_t> widen(const int32_t* starts, size_t n) { return std::vector
 }  // namespace
 
 std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols() {
-#define TESSERA_ABI(name) {#name, reinterpret_cast<void*>(&name)}
-  return {
-      TESSERA_ABI(tessera_rt_grid_point),      TESSERA_ABI(tessera_rt_failed), TESSERA_ABI(tessera_rt_trace_scope),
-      TESSERA_ABI(tessera_rt_alloc),           TESSERA_ABI(tessera_rt_release),
-      TESSERA_ABI(tessera_rt_temp),            TESSERA_ABI(tessera_rt_ipow),
-      TESSERA_ABI(tessera_rt_fetch_block),     TESSERA_ABI(tessera_rt_writeback_block),
-      TESSERA_ABI(tessera_rt_dma_start),       TESSERA_ABI(tessera_rt_dma_wait),
-      TESSERA_ABI(tessera_rt_semaphore_signal), TESSERA_ABI(tessera_rt_semaphore_wait),
-      TESSERA_ABI(tessera_rt_semaphore_read),  TESSERA_ABI(tessera_rt_pipeline_begin),
-      TESSERA_ABI(tessera_rt_ready),           TESSERA_ABI(tessera_rt_remote_dma_start),
-      TESSERA_ABI(tessera_rt_remote_signal),   TESSERA_ABI(tessera_rt_axis_index),
-      TESSERA_ABI(tessera_rt_view_fault),      TESSERA_ABI(tessera_rt_block_view_fault),
-      TESSERA_ABI(tessera_rt_debug_print),
-  };
-#undef TESSERA_ABI
+  std::vector<std::pair<std::string_view, void*>> symbols;
+#define TESSERA_RT_FUNCTION(name, ret, params) \
+  symbols.emplace_back(abi::name.symbol, reinterpret_cast<void*>(abi::name.address));
+#include "runtime/kernel_abi.def"
+#undef TESSERA_RT_FUNCTION
+  return symbols;
 }
 
 }  // namespace tessera::rt

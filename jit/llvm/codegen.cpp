@@ -8,6 +8,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "jit/ir/printer.h"
+#include "jit/llvm/abi_types.h"
 #include "jit/llvm/codegen_state.h"
 
 namespace tessera::jit {
@@ -18,9 +19,7 @@ Emitter::Emitter(const ir::Function& fn, llvm::Module& module, const std::string
       uses_(fn.values.size(), 0), nonlocal_use_(fn.values.size(), false) {
   count_uses();
   static_uses_ = uses_;
-  llvm::Type* ptr = b_.getPtrTy();
-  auto* type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), b_.getInt64Ty(), ptr}, false);
-  f_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, symbol, module);
+  f_ = llvm::Function::Create(llvm_function_type<rt::KernelFunction>(ctx_), llvm::Function::ExternalLinkage, symbol, module);
   f_->getArg(0)->setName("operands");
   f_->getArg(3)->setName("core");
   f_->addParamAttr(0, llvm::Attribute::NoAlias);
@@ -81,34 +80,29 @@ void Emitter::count_uses() {
 }
 
 void Emitter::declare_runtime() {
-  llvm::Type* ptr = b_.getPtrTy();
-  llvm::Type* i32 = b_.getInt32Ty();
-  llvm::Type* i64 = b_.getInt64Ty();
-  auto declare = [&](const char* name, llvm::Type* ret, std::vector<llvm::Type*> args) {
-    return m_.getOrInsertFunction(name, llvm::FunctionType::get(ret, args, false));
-  };
-  rt_grid_point_ = declare("tessera_rt_grid_point", i32, {ptr, i32, ptr});
-  rt_failed_ = declare("tessera_rt_failed", i32, {ptr});
-  rt_alloc_ = declare("tessera_rt_alloc", ptr, {ptr, i32});
-  rt_release_ = declare("tessera_rt_release", i32, {ptr, i32, ptr});
-  rt_temp_ = declare("tessera_rt_temp", ptr, {ptr, i64});
-  rt_ipow_ = declare("tessera_rt_ipow", i64, {i64, i64, i32});
-  rt_fetch_ = declare("tessera_rt_fetch_block", i32, {ptr, i32, ptr, ptr, ptr, ptr, ptr});
-  rt_writeback_ = declare("tessera_rt_writeback_block", i32, {ptr, i32, ptr, ptr, ptr, ptr, ptr});
-  rt_dma_start_ = declare("tessera_rt_dma_start", i32, {ptr, i32, ptr, ptr, ptr, ptr});
-  rt_dma_wait_ = declare("tessera_rt_dma_wait", i32, {ptr, i32, ptr});
-  rt_sem_signal_ = declare("tessera_rt_semaphore_signal", i32, {ptr, i32, ptr, i32});
-  rt_sem_wait_ = declare("tessera_rt_semaphore_wait", i32, {ptr, i32, ptr, i32});
-  rt_sem_read_ = declare("tessera_rt_semaphore_read", i32, {ptr, ptr});
-  rt_pipeline_begin_ = declare("tessera_rt_pipeline_begin", b_.getVoidTy(), {ptr, i32});
-  rt_ready_ = declare("tessera_rt_ready", i32, {ptr});
-  rt_remote_dma_ = declare("tessera_rt_remote_dma_start", i32, {ptr, i32, ptr, ptr, ptr, ptr, ptr, ptr});
-  rt_remote_signal_ = declare("tessera_rt_remote_signal", i32, {ptr, i32, ptr, i32, ptr});
-  rt_axis_index_ = declare("tessera_rt_axis_index", i32, {ptr, i32});
-  rt_view_fault_ = declare("tessera_rt_view_fault", b_.getVoidTy(), {ptr, i32, i32, i64});
-  rt_block_view_fault_ = declare("tessera_rt_block_view_fault", b_.getVoidTy(), {ptr, i32, ptr});
-  rt_print_ = declare("tessera_rt_debug_print", b_.getVoidTy(), {ptr, i32, ptr});
-  rt_trace_scope_ = declare("tessera_rt_trace_scope", b_.getVoidTy(), {ptr, i32, i32});
+  // Each with the LLVM type of its C++ declaration (runtime/kernel_abi.def).
+  rt_grid_point_ = declare_abi_function(m_, rt::abi::grid_point);
+  rt_failed_ = declare_abi_function(m_, rt::abi::failed);
+  rt_alloc_ = declare_abi_function(m_, rt::abi::alloc);
+  rt_release_ = declare_abi_function(m_, rt::abi::release);
+  rt_temp_ = declare_abi_function(m_, rt::abi::temp);
+  rt_ipow_ = declare_abi_function(m_, rt::abi::ipow);
+  rt_fetch_ = declare_abi_function(m_, rt::abi::fetch_block);
+  rt_writeback_ = declare_abi_function(m_, rt::abi::writeback_block);
+  rt_dma_start_ = declare_abi_function(m_, rt::abi::dma_start);
+  rt_dma_wait_ = declare_abi_function(m_, rt::abi::dma_wait);
+  rt_sem_signal_ = declare_abi_function(m_, rt::abi::semaphore_signal);
+  rt_sem_wait_ = declare_abi_function(m_, rt::abi::semaphore_wait);
+  rt_sem_read_ = declare_abi_function(m_, rt::abi::semaphore_read);
+  rt_pipeline_begin_ = declare_abi_function(m_, rt::abi::pipeline_begin);
+  rt_ready_ = declare_abi_function(m_, rt::abi::ready);
+  rt_remote_dma_ = declare_abi_function(m_, rt::abi::remote_dma_start);
+  rt_remote_signal_ = declare_abi_function(m_, rt::abi::remote_signal);
+  rt_axis_index_ = declare_abi_function(m_, rt::abi::axis_index);
+  rt_view_fault_ = declare_abi_function(m_, rt::abi::view_fault);
+  rt_block_view_fault_ = declare_abi_function(m_, rt::abi::block_view_fault);
+  rt_print_ = declare_abi_function(m_, rt::abi::debug_print);
+  rt_trace_scope_ = declare_abi_function(m_, rt::abi::trace_scope);
 }
 
 void Emitter::bind_params() {
