@@ -190,6 +190,11 @@ class Printer {
         if (o.operands.size() > 2) out_ += fmt::format(", mask {}", use(o.operands[2]));
         end_line(o);
         return;
+      case OpKind::DotAccumulate:
+        out_ += fmt::format("dot_accumulate {} += {}, {} {}", use(o.operands[0]), use(o.operands[1]),
+                            use(o.operands[2]), attr_str(o.attr));
+        end_line(o);
+        return;
       case OpKind::If: {
         std::vector<std::string> rs;
         for (ValueId v : o.results) rs.push_back(def(v));

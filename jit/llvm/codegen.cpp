@@ -351,6 +351,7 @@ void Emitter::emit_op(ir::OpId id) {
     case OpKind::ReduceMax:
     case OpKind::ReduceMin: reduce(op); return;
     case OpKind::DotGeneral: defer_dot(id); return;
+    case OpKind::DotAccumulate: emit_dot_accumulate(id); return;
     case OpKind::Alloc: emit_alloc(id); return;
     case OpKind::View: view(id); return;
     case OpKind::Load: load(op); return;

@@ -1,6 +1,7 @@
-// dot_general: kept deferred until it is used, so that `acc() += dot(...)` (a store of the sum of a
-// load of the accumulator and a dot) runs the GEMM micro-kernel straight into the ref; anywhere else
-// the dot is computed into a temporary.
+// dot_general and dot_accumulate. A dot_accumulate (`acc() += dot(...)`, fused by the lowering)
+// runs the GEMM micro-kernel straight into the ref; a dot_general is kept deferred until it is used,
+// so that a store of it writes the ref directly too; anywhere else the dot is computed into a
+// temporary.
 #include <algorithm>
 
 #include "jit/llvm/codegen_state.h"
@@ -31,39 +32,44 @@ bool Emitter::store_dot(const ir::Op& op) {
   const RefCg& r = ref(target);
   if (r.dtype != DType::f32 || r.shape.size() != 2 || r.strides[1] != 1) return false;
   if (static_uses_[value] != 1) return false;
-  auto is_deferred_dot = [&](ValueId v) {
-    const Cg& cg = values_[v];
-    return std::holds_alternative<TensorCg>(cg) && std::get<TensorCg>(cg).kind == TensorCg::Kind::Dot &&
-           std::get<TensorCg>(cg).dtype == DType::f32 && static_uses_[v] == 1;
-  };
-  auto is_load_of_target = [&](ValueId v) {
-    const ir::Op* d = fn_.def(v);
-    return d && d->kind == OpKind::Load && d->operands.size() == 1 && d->operands[0] == target && static_uses_[v] == 1;
-  };
-  ValueId dot = ir::kNone;
-  bool accumulate = false;
-  if (is_deferred_dot(value)) {
-    dot = value;
-  } else {
-    const ir::Op* add = fn_.def(value);
-    if (!add || add->kind != OpKind::Add) return false;
-    for (int s = 0; s < 2; ++s)
-      if (is_load_of_target(add->operands[s]) && is_deferred_dot(add->operands[1 - s])) {
-        dot = add->operands[1 - s];
-        accumulate = true;
-      }
-    if (dot == ir::kNone) return false;
-    uses_[add->operands[0]] = uses_[add->operands[1]] = 0;
-  }
+  const Cg& cg = values_[value];
+  if (!std::holds_alternative<TensorCg>(cg) || std::get<TensorCg>(cg).kind != TensorCg::Kind::Dot ||
+      std::get<TensorCg>(cg).dtype != DType::f32)
+    return false;
   // The dot's operands must not read the target (the GEMM writes it while reading them).
-  if (tensor(dot).roots.count(r.root)) return false;
+  if (tensor(value).roots.count(r.root)) return false;
   std::set<ValueId> mine;
   tree(value, mine);
   flush_readers(r.root, mine);
-  compute_dot(dot, &r, accumulate);
-  uses_[dot] = 0;
+  compute_dot(value, &r);
+  uses_[value] = 0;
   used(op);
   return true;
+}
+
+void Emitter::emit_dot_accumulate(ir::OpId id) {
+  const ir::Op& op = fn_.ops[id];
+  const ValueId target = op.operands[0], lhs = op.operands[1], rhs = op.operands[2];
+  const RefCg r = ref(target);
+  const auto& dims = std::get<ir::DotAttr>(op.attr);
+  const Type type = fn_.type(target).value_type();
+  // The GEMM accumulates in place into a row-major f32 matrix, unless an operand still reads the
+  // target (the GEMM writes it while reading them).
+  const bool in_place = r.dtype == DType::f32 && r.shape.size() == 2 && r.strides[1] == 1 &&
+                        !tensor(lhs).roots.count(r.root) && !tensor(rhs).roots.count(r.root);
+  flush_readers(r.root);
+  if (in_place) {
+    gemm(lhs, rhs, dims, type, &r, /*accumulate=*/true);
+  } else {
+    // As the unfused ops: the dot into a temporary, then each element of the target plus the dot's.
+    const TensorCg product = gemm(lhs, rhs, dims, type, nullptr, /*accumulate=*/false);
+    loop_nest(r.shape, [&](const Index& i) {
+      llvm::Value* address = ref_address(r, i);
+      llvm::Value* p = load_element(b_, product.dtype, element_address(b_, product.dtype, product.buffer, linear(i, r.shape)));
+      store_element(b_, r.dtype, address, binary(OpKind::Add, r.dtype, load_element(b_, r.dtype, address), p));
+    });
+  }
+  used(op);
 }
 
 MatrixOperand Emitter::matrix(ValueId v) {
@@ -115,11 +121,14 @@ MatrixOperand Emitter::cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int
   return MatrixOperand{dense, DType::f32, k};
 }
 
-void Emitter::compute_dot(ValueId v, const RefCg* into, bool accumulate) {
-  TensorCg& t = tensor(v);
-  const ir::Op& op = fn_.ops[t.dot];
-  const auto& dims = std::get<ir::DotAttr>(op.attr);
-  ValueId lhs = op.operands[0], rhs = op.operands[1];
+void Emitter::compute_dot(ValueId v, const RefCg* into) {
+  const ir::Op& op = fn_.ops[tensor(v).dot];
+  TensorCg m = gemm(op.operands[0], op.operands[1], std::get<ir::DotAttr>(op.attr), fn_.type(op.results[0]), into, false);
+  if (!into) values_[v] = std::move(m);
+}
+
+TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const Type& t, const RefCg* into,
+                       bool accumulate) {
   const Type lt = fn_.type(lhs), rt_ = fn_.type(rhs);
   const DType result = t.dtype;
   const DType acc = (is_float(lt.dtype) || is_float(rt_.dtype))
@@ -188,7 +197,7 @@ void Emitter::compute_dot(ValueId v, const RefCg* into, bool accumulate) {
     if (acc == DType::f32) emit_gemm_f32(b_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a);
     else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);
   }
-  if (into) return;
+  if (into) return {};
   TensorCg m;
   m.kind = TensorCg::Kind::Buffer;
   m.dtype = acc;
@@ -205,7 +214,7 @@ void Emitter::compute_dot(ValueId v, const RefCg* into, bool accumulate) {
     m.dtype = result;
     m.buffer = out;
   }
-  values_[v] = std::move(m);
+  return m;
 }
 
 }  // namespace tessera::jit::cg

@@ -160,15 +160,20 @@ class Emitter {
 
   // ---- dot_general (codegen_dot.cpp) ----
   void defer_dot(ir::OpId id);
-  // The accumulate-into-ref pattern: store(r, add(load(r), dot)) or store(r, dot), f32.
+  // store(r, dot) of f32 into a row-major f32 matrix: the GEMM writes the ref directly.
   bool store_dot(const ir::Op& op);
+  // ref += dot_general(lhs, rhs).
+  void emit_dot_accumulate(ir::OpId id);
   // A matrix view of a tensor for the GEMM: in place when it is a plain load of a row-major window,
   // else from a temporary.
   MatrixOperand matrix(ValueId v);
   MatrixOperand cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int64_t m, int64_t k);
-  // Computes a deferred dot_general: into `into` (an f32 2-D ref, accumulating or not), or into a
-  // temporary that the tensor then holds.
-  void compute_dot(ValueId v, const RefCg* into, bool accumulate = false);
+  // Computes a deferred dot_general: into `into` (an f32 2-D ref), or into a temporary that the
+  // tensor then holds.
+  void compute_dot(ValueId v, const RefCg* into);
+  // dot_general(lhs, rhs) of result type `t`: into `into` (an f32 2-D ref, accumulating or not), or
+  // into a temporary returned as a Buffer.
+  TensorCg gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const Type& t, const RefCg* into, bool accumulate);
 
   // ---- control flow (codegen_control.cpp) ----
   // Block values crossing a control-flow boundary live in buffers allocated once.

@@ -255,6 +255,13 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       if (op.operands.size() == 2) store(ref(in(0)), tensor(in(1)));
       else store_masked(ref(in(0)), tensor(in(1)), tensor(in(2)));
       return;
+    case OpKind::DotAccumulate: {
+      // As the unfused ops: the dot in the accumulator's dtype, then load, add and store.
+      const RefView& acc = ref(in(0));
+      Array product = dot_general(tensor(in(1)), tensor(in(2)), std::get<ir::DotAttr>(op.attr), fn_.type(op.operands[0]).dtype);
+      store(acc, binary(OpKind::Add, load(acc), product));
+      return;
+    }
     case OpKind::If: {
       const bool c = tensor(in(0)).data_as<bool>()[0];
       std::vector<Value> results = exec_region(frame, op.regions[c ? 0 : 1], {});

@@ -33,7 +33,8 @@ auto copy_call(int64_t block, std::optional<int64_t> vmem_limit = std::nullopt) 
 TEST_SUITE("passes") {
   TEST_CASE("lowering: passes run in the documented order") {
     CHECK(passes::pass_names() ==
-          std::vector<std::string>{"canonicalize", "expand_pipelines", "canonicalize", "check_vmem_budget"});
+          std::vector<std::string>{"canonicalize", "expand_pipelines", "canonicalize", "fuse_dot_accumulate",
+                                   "check_vmem_budget"});
   }
 
   TEST_CASE("lowering: VMEM use is counted per core and checked against the limit") {
