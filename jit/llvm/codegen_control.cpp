@@ -88,21 +88,22 @@ void Emitter::emit_scope(const ir::Op& op) {
 void Emitter::emit_for(const ir::Op& op) {
   flush_readers(ir::kNone);
   const ir::Region& body = fn_.regions[op.regions[0]];
-  llvm::Value* lo = tensor(op.operands[0]).scalar;
-  llvm::Value* hi = tensor(op.operands[1]).scalar;
-  llvm::Value* step = tensor(op.operands[2]).scalar;
-  const DType iv_type = fn_.type(op.operands[0]).dtype;
+  const ir::ForOperands operands = ir::for_operands(op);
+  llvm::Value* lo = tensor(operands.lb).scalar;
+  llvm::Value* hi = tensor(operands.ub).scalar;
+  llvm::Value* step = tensor(operands.step).scalar;
+  const DType iv_type = fn_.type(operands.lb).dtype;
   // Scalars are carried in registers; blocks in a buffer each, updated at the end of every iteration.
   std::vector<llvm::Value*> slots, init;
-  for (size_t i = 3; i < op.operands.size(); ++i) {
-    const Type t = fn_.type(op.operands[i]);
+  for (ValueId init_value : operands.inits) {
+    const Type t = fn_.type(init_value);
     if (t.is_block()) {
       llvm::Value* slot = block_slot(t);
-      copy_into(op.operands[i], slot);
+      copy_into(init_value, slot);
       slots.push_back(slot);
     } else {
       slots.push_back(nullptr);
-      init.push_back(tensor(op.operands[i]).scalar);
+      init.push_back(tensor(init_value).scalar);
     }
   }
   used(op);

@@ -27,8 +27,9 @@ void Emitter::defer_dot(ir::OpId id) {
 }
 
 bool Emitter::store_dot(const ir::Op& op) {
-  if (op.operands.size() != 2) return false;
-  const ValueId target = op.operands[0], value = op.operands[1];
+  const ir::StoreOperands operands = ir::store_operands(op);
+  if (operands.mask != ir::kNone) return false;
+  const ValueId target = operands.ref, value = operands.value;
   const RefCg& r = ref(target);
   if (r.dtype != DType::f32 || r.shape.size() != 2 || r.strides[1] != 1) return false;
   if (static_uses_[value] != 1) return false;
@@ -49,7 +50,8 @@ bool Emitter::store_dot(const ir::Op& op) {
 
 void Emitter::emit_dot_accumulate(ir::OpId id) {
   const ir::Op& op = fn_.ops[id];
-  const ValueId target = op.operands[0], lhs = op.operands[1], rhs = op.operands[2];
+  const ir::DotOperands operands = ir::dot_operands(op);
+  const ValueId target = operands.acc, lhs = operands.lhs, rhs = operands.rhs;
   const RefCg r = ref(target);
   const auto& dims = std::get<ir::DotAttr>(op.attr);
   const Type type = fn_.type(target).value_type();
@@ -75,8 +77,8 @@ void Emitter::emit_dot_accumulate(ir::OpId id) {
 MatrixOperand Emitter::matrix(ValueId v) {
   const ir::Op* d = fn_.def(v);
   const TensorCg& t = tensor(v);
-  if (t.kind == TensorCg::Kind::Lazy && d && d->kind == OpKind::Load && d->operands.size() == 1) {
-    const RefCg& r = ref(d->operands[0]);
+  if (t.kind == TensorCg::Kind::Lazy && d && d->kind == OpKind::Load && ir::load_operands(*d).mask == ir::kNone) {
+    const RefCg& r = ref(ir::load_operands(*d).ref);
     if (r.shape.size() == 2 && r.strides[1] == 1) return MatrixOperand{r.base, r.dtype, r.strides[0]};
   }
   materialize(v);
@@ -91,8 +93,8 @@ MatrixOperand Emitter::matrix(ValueId v) {
 // direct-mapped cache keyed by its address turns those repacks into lookups.
 MatrixOperand Emitter::cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int64_t m, int64_t k) {
   const ir::Op* d = fn_.def(lhs);
-  if (!d || d->kind != OpKind::Load || d->operands.size() != 1) return a;
-  const RefCg& r = ref(d->operands[0]);
+  if (!d || d->kind != OpKind::Load || ir::load_operands(*d).mask != ir::kNone) return a;
+  const RefCg& r = ref(ir::load_operands(*d).ref);
   const ir::ValueInfo& root = fn_.values[r.root];
   if (root.def != ir::kNone || a.ptr != r.base) return a;  // not a parameter read in place
   if (a.dtype == DType::f32 && a.ld == k) return a;        // already dense
@@ -123,7 +125,8 @@ MatrixOperand Emitter::cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int
 
 void Emitter::compute_dot(ValueId v, const RefCg* into) {
   const ir::Op& op = fn_.ops[tensor(v).dot];
-  TensorCg m = gemm(op.operands[0], op.operands[1], std::get<ir::DotAttr>(op.attr), fn_.type(op.results[0]), into, false);
+  const ir::DotOperands operands = ir::dot_operands(op);
+  TensorCg m = gemm(operands.lhs, operands.rhs, std::get<ir::DotAttr>(op.attr), fn_.type(op.results[0]), into, false);
   if (!into) values_[v] = std::move(m);
 }
 

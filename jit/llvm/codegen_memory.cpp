@@ -17,13 +17,14 @@ void Emitter::emit_alloc(ir::OpId id) {
 
 void Emitter::view(ir::OpId id) {
   const ir::Op& op = fn_.ops[id];
-  const RefCg src = ref(op.operands[0]);
+  const ir::WindowOperands operands = ir::window_operands(op);
+  const RefCg src = ref(operands.ref);
   const auto& attr = std::get<ir::ViewAttr>(op.attr);
   RefCg out{nullptr, src.dtype, {}, {}, src.root};
   llvm::Value* offset = b_.getInt64(0);
   for (size_t d = 0; d < attr.dims.size(); ++d) {
     const ir::ViewDim& dim = attr.dims[d];
-    llvm::Value* start = b_.CreateSExt(tensor(op.operands[1 + d]).scalar, b_.getInt64Ty());
+    llvm::Value* start = b_.CreateSExt(tensor(operands.starts[d]).scalar, b_.getInt64Ty());
     // Bounds: the first and last element of the window must lie inside the source.
     const int64_t reach = dim.squeeze ? 0 : (dim.size - 1) * dim.stride;
     if (dim.squeeze || dim.size > 0) {
@@ -49,18 +50,18 @@ void Emitter::view(ir::OpId id) {
 }
 
 void Emitter::load(const ir::Op& op) {
-  const ValueId rv = op.operands[0];
+  const ir::LoadOperands operands = ir::load_operands(op);
+  const ValueId rv = operands.ref, mask = operands.mask, other = operands.other;
   const RefCg r = ref(rv);
   const Type t = fn_.type(op.results[0]);
   used(op);
-  if (t.is_scalar() && op.operands.size() == 1) {
+  if (t.is_scalar() && mask == ir::kNone) {
     set_scalar(op.results[0], t.dtype, load_element(b_, r.dtype, r.base));
     return;
   }
-  std::vector<ValueId> deps(op.operands.begin() + 1, op.operands.end());
-  const bool masked = op.operands.size() > 1;
-  const ValueId mask = masked ? op.operands[1] : ir::kNone;
-  const ValueId other = op.operands.size() > 2 ? op.operands[2] : ir::kNone;
+  std::vector<ValueId> deps;
+  for (ValueId v : {mask, other})
+    if (v != ir::kNone) deps.push_back(v);
   llvm::Value* poison = is_float(t.dtype) ? nan_of(compute_type(b_, t.dtype)) : nullptr;
   set_lazy(op.results[0], t, deps, [this, r, t, mask, other, poison](const Index& i) -> llvm::Value* {
     llvm::Value* v = load_element(b_, r.dtype, ref_address(r, i));
@@ -77,11 +78,12 @@ void Emitter::load(const ir::Op& op) {
 void Emitter::store(ir::OpId id) {
   const ir::Op& op = fn_.ops[id];
   if (store_dot(op)) return;
-  const ValueId target = op.operands[0], value = op.operands[1];
+  const ir::StoreOperands operands = ir::store_operands(op);
+  const ValueId target = operands.ref, value = operands.value, mask = operands.mask;
   const RefCg r = ref(target);
   std::set<ValueId> mine;
   tree(value, mine);
-  if (op.operands.size() > 2) tree(op.operands[2], mine);
+  if (mask != ir::kNone) tree(mask, mine);
   // Reading another window of the memory being written while writing it element by element could
   // read elements this store already changed: compute the value first then.
   const TensorCg& vt = tensor(value);
@@ -91,8 +93,7 @@ void Emitter::store(ir::OpId id) {
   if (hazard) materialize(value);
   flush_readers(r.root, mine);
   prepare(value);
-  if (op.operands.size() > 2) prepare(op.operands[2]);
-  const ValueId mask = op.operands.size() > 2 ? op.operands[2] : ir::kNone;
+  if (mask != ir::kNone) prepare(mask);
   loop_nest(r.shape, [&](const Index& i) {
     llvm::Value* address = ref_address(r, i);
     llvm::Value* v = elem(value, i);
@@ -104,18 +105,18 @@ void Emitter::store(ir::OpId id) {
 
 void Emitter::emit_block_copy(ir::OpId id) {
   const ir::Op& op = fn_.ops[id];
-  const bool fetch = op.kind == OpKind::FetchBlock;
-  const RefCg& array = ref(op.operands[fetch ? 0 : 1]);
-  const RefCg& block = ref(op.operands[fetch ? 1 : 0]);
+  const ir::BlockCopyOperands operands = ir::block_copy_operands(fn_, op);
+  const bool fetch = operands.fetch;
+  const RefCg& array = ref(operands.array);
+  const RefCg& block = ref(operands.block);
   if (block.strides != row_major(block.shape))
     throw InternalError("codegen", "a pipeline block buffer must be contiguous", ir::print_op(fn_, id));
   flush_readers(fetch ? block.root : array.root);
   const size_t rank = array.shape.size();
   llvm::Value* starts = entry_alloca(b_.getInt32Ty(), std::max<int64_t>(1, static_cast<int64_t>(rank)));
   for (size_t i = 0; i < rank; ++i)
-    b_.CreateStore(tensor(op.operands[2 + i]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), starts, b_.getInt64(i)));
-  llvm::Value* sem = op.operands.size() > 2 + rank ? ref(op.operands[2 + rank]).base
-                                                   : llvm::ConstantPointerNull::get(b_.getPtrTy());
+    b_.CreateStore(tensor(operands.starts[i]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), starts, b_.getInt64(i)));
+  llvm::Value* sem = operands.sem != ir::kNone ? ref(operands.sem).base : llvm::ConstantPointerNull::get(b_.getPtrTy());
   llvm::Value* opid = b_.getInt32(static_cast<int32_t>(id));
   llvm::Value* strides = i64_array(array.strides);
   check(fetch ? b_.CreateCall(rt_fetch_, {core_, opid, array.base, strides, block.base, starts, sem})
@@ -125,13 +126,14 @@ void Emitter::emit_block_copy(ir::OpId id) {
 
 void Emitter::emit_block_view(ir::OpId id) {
   const ir::Op& op = fn_.ops[id];
-  const RefCg array = ref(op.operands[0]);
+  const ir::WindowOperands operands = ir::window_operands(op);
+  const RefCg array = ref(operands.ref);
   const Type t = fn_.type(op.results[0]);
   const size_t rank = array.shape.size();
   llvm::Value* bad = b_.getFalse();
   llvm::Value* offset = b_.getInt64(0);
   for (size_t d = 0; d < rank; ++d) {
-    llvm::Value* start = b_.CreateSExt(tensor(op.operands[1 + d]).scalar, b_.getInt64Ty());
+    llvm::Value* start = b_.CreateSExt(tensor(operands.starts[d]).scalar, b_.getInt64Ty());
     bad = b_.CreateOr(bad, b_.CreateOr(b_.CreateICmpSLT(start, b_.getInt64(0)),
                                        b_.CreateICmpSGE(start, b_.getInt64(array.shape[d]))));
     offset = b_.CreateAdd(offset, b_.CreateMul(start, b_.getInt64(array.strides[d])));
@@ -142,7 +144,7 @@ void Emitter::emit_block_view(ir::OpId id) {
   b_.SetInsertPoint(fault);
   llvm::Value* starts = entry_alloca(b_.getInt32Ty(), std::max<int64_t>(1, static_cast<int64_t>(rank)));
   for (size_t d = 0; d < rank; ++d)
-    b_.CreateStore(tensor(op.operands[1 + d]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), starts, b_.getInt64(d)));
+    b_.CreateStore(tensor(operands.starts[d]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), starts, b_.getInt64(d)));
   b_.CreateCall(rt_block_view_fault_, {core_, b_.getInt32(static_cast<int32_t>(id)), starts});
   b_.CreateBr(abort_);
   b_.SetInsertPoint(ok);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "jit/ir/ir.h"
+#include "jit/ir/operands.h"
 #include "jit/llvm/codegen_support.h"
 #include "jit/llvm/gemm.h"
 
@@ -186,8 +187,8 @@ class Emitter {
   void emit_for(const ir::Op& op);
 
   // ---- DMAs, semaphores and devices (codegen_sync.cpp) ----
-  // The device operands of a remote op (from `first` on) as an i32 array on the stack.
-  llvm::Value* device_operands(const ir::Op& op, size_t first);
+  // The device operands of a remote op as an i32 array on the stack.
+  llvm::Value* device_operands(ir::OperandSpan device);
   void emit_dma_start(ir::OpId id);
   void emit_wait(ir::OpId id);
   void emit_semaphore_signal(ir::OpId id);

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "jit/ir/operands.h"
 #include "jit/ir/rewriter.h"
 
 namespace tessera::passes {
@@ -44,14 +45,15 @@ class Fuser {
 
   void match(OpId id) {
     const Op& store = src_.ops[id];
-    if (store.kind != OpKind::Store || store.operands.size() != 2) return;
-    const ValueId acc = store.operands[0];
-    const Op* add = single_use_def(store.operands[1], store.parent, OpKind::Add);
+    if (store.kind != OpKind::Store) return;
+    const StoreOperands stored = store_operands(store);
+    if (stored.mask != kNone) return;
+    const Op* add = single_use_def(stored.value, store.parent, OpKind::Add);
     if (!add) return;
     for (int s = 0; s < 2; ++s) {
       const Op* load = single_use_def(add->operands[s], store.parent, OpKind::Load);
       const Op* dot = single_use_def(add->operands[1 - s], store.parent, OpKind::DotGeneral);
-      if (!load || !dot || load->operands.size() != 1 || load->operands[0] != acc) continue;
+      if (!load || !dot || load_operands(*load).mask != kNone || load_operands(*load).ref != stored.ref) continue;
       // Between the load and the store only pure ops: the accumulator still holds what was loaded.
       const Region& region = src_.regions[store.parent];
       const OpId load_id = src_.values[add->operands[s]].def;
@@ -61,7 +63,7 @@ class Fuser {
       if (!untouched) continue;
       const OpId dot_id = src_.values[add->operands[1 - s]].def;
       dot_of_.emplace(id, dot_id);
-      absorbed_.insert({load_id, dot_id, src_.values[store.operands[1]].def});
+      absorbed_.insert({load_id, dot_id, src_.values[stored.value].def});
       return;
     }
   }
@@ -72,8 +74,9 @@ class Fuser {
     if (it == dot_of_.end()) return false;
     const Op& store = src_.ops[id];
     const Op& dot = src_.ops[it->second];
-    dst_.create(OpKind::DotAccumulate, {rw_.map(store.operands[0]), rw_.map(dot.operands[0]), rw_.map(dot.operands[1])},
-                {}, dot.attr, store.loc);
+    const DotOperands factors = dot_operands(dot);
+    dst_.create(OpKind::DotAccumulate, {rw_.map(store_operands(store).ref), rw_.map(factors.lhs), rw_.map(factors.rhs)}, {},
+                dot.attr, store.loc);
     return true;
   }
 
