@@ -19,7 +19,8 @@ namespace {
 
 // The accepted words of the choice and list variables. TESSERA_DUMP_IR's pass names must match
 // passes::pass_names() (tests/lowering/lowering_test.cpp checks it: the runtime cannot see the passes).
-constexpr std::string_view dump_ir_values[] = {"0", "1", "all", "canonicalize", "expand_pipelines", "check_vmem_budget"};
+constexpr std::string_view dump_ir_values[] = {"0", "1", "all", "canonicalize", "expand_pipelines", "fuse_dot_accumulate",
+                                              "check_vmem_budget"};
 constexpr std::string_view log_topics[] = {"cache", "all"};
 constexpr std::string_view dma_values[] = {"auto", "eager", "worker"};
 // Must match the LLVM backend's target names (jit/llvm/target.h; tests/dsl/target_test.cpp checks it).

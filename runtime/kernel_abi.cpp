@@ -5,7 +5,9 @@
 #include <cstring>
 #include <span>
 
+#include "jit/ir/operands.h"
 #include "runtime/block_ops.h"
+#include "runtime/launch.h"
 
 namespace tessera::rt {
 
@@ -37,21 +39,12 @@ std::vector<int64_t> widen(const int32_t* starts, size_t n) { return std::vector
 }  // namespace
 
 std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols() {
-#define TESSERA_ABI(name) {#name, reinterpret_cast<void*>(&name)}
-  return {
-      TESSERA_ABI(tessera_rt_grid_point),      TESSERA_ABI(tessera_rt_failed), TESSERA_ABI(tessera_rt_trace_scope),
-      TESSERA_ABI(tessera_rt_alloc),           TESSERA_ABI(tessera_rt_release),
-      TESSERA_ABI(tessera_rt_temp),            TESSERA_ABI(tessera_rt_ipow),
-      TESSERA_ABI(tessera_rt_fetch_block),     TESSERA_ABI(tessera_rt_writeback_block),
-      TESSERA_ABI(tessera_rt_dma_start),       TESSERA_ABI(tessera_rt_dma_wait),
-      TESSERA_ABI(tessera_rt_semaphore_signal), TESSERA_ABI(tessera_rt_semaphore_wait),
-      TESSERA_ABI(tessera_rt_semaphore_read),  TESSERA_ABI(tessera_rt_pipeline_begin),
-      TESSERA_ABI(tessera_rt_ready),           TESSERA_ABI(tessera_rt_remote_dma_start),
-      TESSERA_ABI(tessera_rt_remote_signal),   TESSERA_ABI(tessera_rt_axis_index),
-      TESSERA_ABI(tessera_rt_view_fault),      TESSERA_ABI(tessera_rt_block_view_fault),
-      TESSERA_ABI(tessera_rt_debug_print),
-  };
-#undef TESSERA_ABI
+  std::vector<std::pair<std::string_view, void*>> symbols;
+#define TESSERA_RT_FUNCTION(name, ret, params) \
+  symbols.emplace_back(abi::name.symbol, reinterpret_cast<void*>(abi::name.address));
+#include "runtime/kernel_abi.def"
+#undef TESSERA_RT_FUNCTION
+  return symbols;
 }
 
 }  // namespace tessera::rt
@@ -180,8 +173,9 @@ int32_t block_copy(CoreContext* core, int32_t op, bool fetch, std::byte* array, 
                    std::byte* block, const int32_t* starts32, int64_t* sem) {
   const ir::Op& o = core->fn->ops[op];
   const auto& attr = std::get<ir::BlockCopyAttr>(o.attr);
-  const Type& array_type = core->fn->type(o.operands[fetch ? 0 : 1]);
-  const Type& block_type = core->fn->type(o.operands[fetch ? 1 : 0]);
+  const ir::BlockCopyOperands operands = ir::block_copy_operands(*core->fn, o);
+  const Type& array_type = core->fn->type(operands.array);
+  const Type& block_type = core->fn->type(operands.block);
   const size_t rank = array_type.shape.size();
   int64_t small[16];
   std::vector<int64_t> large(rank > 16 ? rank : 0);
@@ -237,7 +231,7 @@ extern "C" int32_t tessera_rt_writeback_block(CoreContext* core, int32_t op, con
 extern "C" int32_t tessera_rt_dma_start(CoreContext* core, int32_t op, const void* src, void* dst, int64_t* sem,
                                         const int64_t* strides) {
   return tessera::rt::guarded(core, op, int32_t{1}, [&] {
-    const tessera::Type& t = core->fn->type(core->fn->ops[op].operands[0]);
+    const tessera::Type& t = core->fn->type(tessera::ir::dma_operands(core->fn->ops[op]).src);
     const size_t rank = t.shape.size();
     core->dma.start(tessera::rt::window_copy(static_cast<std::byte*>(dst), std::vector<int64_t>(strides + rank, strides + 2 * rank),
                                              static_cast<const std::byte*>(src), std::vector<int64_t>(strides, strides + rank),
@@ -281,9 +275,10 @@ extern "C" int32_t tessera_rt_ready(CoreContext* core) {
 
 namespace tessera::rt {
 namespace {
-int64_t target_of(CoreContext* core, const ir::Op& op, size_t first, const int32_t* device) {
+// The target device of a remote op; device: its device operands' values (i32 each).
+int64_t target_of(CoreContext* core, const ir::Op& op, ir::OperandSpan device_operands, const int32_t* device) {
   if (!core->device) throw Fault("a remote copy or signal outside a mesh: run the kernel inside pl::shard_map");
-  const std::vector<int64_t> ids(device, device + (op.operands.size() - first));
+  const std::vector<int64_t> ids(device, device + device_operands.size());
   return target_device(*core->device->mesh, ids, std::get<ir::DeviceAttr>(op.attr).logical);
 }
 }  // namespace
@@ -294,12 +289,12 @@ extern "C" int32_t tessera_rt_remote_dma_start(CoreContext* core, int32_t op, co
                                                const int32_t* device) {
   return tessera::rt::guarded(core, op, int32_t{1}, [&] {
     const tessera::ir::Op& o = core->fn->ops[op];
-    const tessera::Type& t = core->fn->type(o.operands[0]);
+    const tessera::Type& t = core->fn->type(tessera::ir::dma_operands(o).src);
     const size_t rank = t.shape.size();
     tessera::rt::remote_copy(*core, static_cast<const std::byte*>(src), std::span<const int64_t>(strides, rank),
                              static_cast<const std::byte*>(dst), std::span<const int64_t>(strides + rank, rank), t.shape,
-                             tessera::dtype_size(t.dtype), send_sem, recv_sem, tessera::rt::target_of(core, o, 4, device),
-                             o.loc);
+                             tessera::dtype_size(t.dtype), send_sem, recv_sem,
+                             tessera::rt::target_of(core, o, tessera::ir::dma_operands(o).device, device), o.loc);
     return int32_t{0};
   });
 }
@@ -307,7 +302,8 @@ extern "C" int32_t tessera_rt_remote_dma_start(CoreContext* core, int32_t op, co
 extern "C" int32_t tessera_rt_remote_signal(CoreContext* core, int32_t op, int64_t* sem, int32_t inc, const int32_t* device) {
   return tessera::rt::guarded(core, op, int32_t{1}, [&] {
     const tessera::ir::Op& o = core->fn->ops[op];
-    tessera::rt::remote_signal(*core, sem, inc, tessera::rt::target_of(core, o, 2, device), o.loc);
+    tessera::rt::remote_signal(*core, sem, inc,
+                               tessera::rt::target_of(core, o, tessera::ir::semaphore_operands(o).device, device), o.loc);
     return int32_t{0};
   });
 }
@@ -326,7 +322,7 @@ extern "C" void tessera_rt_pipeline_begin(CoreContext* core, int32_t op) {
 extern "C" void tessera_rt_block_view_fault(CoreContext* core, int32_t op, const int32_t* starts) {
   tessera::rt::guarded(core, op, 0, [&] {
     const tessera::ir::Op& o = core->fn->ops[op];
-    const tessera::Type& array = core->fn->type(o.operands[0]);
+    const tessera::Type& array = core->fn->type(tessera::ir::window_operands(o).ref);
     const std::vector<int64_t> s = tessera::rt::widen(starts, array.shape.size());
     auto error = tessera::rt::block_start_error(array.shape, s, std::get<tessera::ir::BlockCopyAttr>(o.attr).name);
     return tessera::rt::fail(core, op, error.value_or("block view out of bounds"));
@@ -337,9 +333,10 @@ extern "C" void tessera_rt_view_fault(CoreContext* core, int32_t op, int32_t dim
   tessera::rt::guarded(core, op, 0, [&] {
     const tessera::ir::Op& o = core->fn->ops[op];
     const auto& attr = std::get<tessera::ir::ViewAttr>(o.attr);
-    const tessera::Type& src = core->fn->type(o.operands[0]);
+    const tessera::ir::ValueId viewed = tessera::ir::window_operands(o).ref;
+    const tessera::Type& src = core->fn->type(viewed);
     return tessera::rt::fail(core, op,
-                             tessera::rt::view_fault_message(tessera::rt::root_buffer_name(*core->fn, o.operands[0]),
+                             tessera::rt::view_fault_message(tessera::rt::root_buffer_name(*core->fn, viewed),
                                                              src.shape, static_cast<size_t>(dim), attr.dims[dim], start));
   });
 }

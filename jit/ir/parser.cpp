@@ -608,6 +608,16 @@ class Parser {
         end_line(&self());
         return;
       }
+      case OpKind::DotAccumulate:  // dot_accumulate %acc += %lhs, %rhs contract=... batch=...
+        no_results();
+        self().operands.push_back(use());
+        expect("+=");
+        self().operands.push_back(use());
+        expect(",");
+        self().operands.push_back(use());
+        self().attr = generic_attr();
+        end_line(&self());
+        return;
       case OpKind::GridPoint:
         no_results();
         self().operands = optional_uses();

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "jit/ir/operands.h"
+
 namespace tessera::ir {
 
 std::string literal_str(const Literal& lit, DType dtype) {
@@ -120,6 +122,11 @@ class Printer {
     for (size_t i = from; i < vs.size() && i < to; ++i) s.push_back(use(vs[i]));
     return fmt::format("{}", fmt::join(s, ", "));
   }
+  std::string uses(OperandSpan vs) const {
+    std::vector<std::string> s;
+    for (ValueId v : vs) s.push_back(use(v));
+    return fmt::format("{}", fmt::join(s, ", "));
+  }
   std::string types(const std::vector<ValueId>& vs) const {
     std::vector<std::string> s;
     for (ValueId v : vs) s.push_back(type_str(fn_.type(v)));
@@ -165,31 +172,43 @@ class Printer {
         return;
       case OpKind::View: {
         const auto& va = std::get<ViewAttr>(o.attr);
+        const WindowOperands operands = window_operands(o);
         std::vector<std::string> dims;
         for (size_t i = 0; i < va.dims.size(); ++i) {
-          std::string start = use(o.operands[1 + i]);
+          std::string start = use(operands.starts[i]);
           const ViewDim& d = va.dims[i];
           if (d.squeeze) dims.push_back(start);
           else if (d.stride == 1) dims.push_back(fmt::format("ds({}, {})", start, d.size));
           else dims.push_back(fmt::format("ds({}, {}, {})", start, d.size, d.stride));
         }
-        out_ += fmt::format("{}view {}[{}] : {}", results, use(o.operands[0]), fmt::join(dims, ", "),
+        out_ += fmt::format("{}view {}[{}] : {}", results, use(operands.ref), fmt::join(dims, ", "),
                             type_str(fn_.type(o.results[0])));
         end_line(o);
         return;
       }
-      case OpKind::Load:
-        out_ += fmt::format("{}load {}", results, use(o.operands[0]));
-        if (o.operands.size() > 1) out_ += fmt::format(", mask {}", use(o.operands[1]));
-        if (o.operands.size() > 2) out_ += fmt::format(", other {}", use(o.operands[2]));
+      case OpKind::Load: {
+        const LoadOperands operands = load_operands(o);
+        out_ += fmt::format("{}load {}", results, use(operands.ref));
+        if (operands.mask != kNone) out_ += fmt::format(", mask {}", use(operands.mask));
+        if (operands.other != kNone) out_ += fmt::format(", other {}", use(operands.other));
         out_ += fmt::format(" : {}", type_str(fn_.type(o.results[0])));
         end_line(o);
         return;
-      case OpKind::Store:
-        out_ += fmt::format("store {}, {}", use(o.operands[0]), use(o.operands[1]));
-        if (o.operands.size() > 2) out_ += fmt::format(", mask {}", use(o.operands[2]));
+      }
+      case OpKind::Store: {
+        const StoreOperands operands = store_operands(o);
+        out_ += fmt::format("store {}, {}", use(operands.ref), use(operands.value));
+        if (operands.mask != kNone) out_ += fmt::format(", mask {}", use(operands.mask));
         end_line(o);
         return;
+      }
+      case OpKind::DotAccumulate: {
+        const DotOperands operands = dot_operands(o);
+        out_ += fmt::format("dot_accumulate {} += {}, {} {}", use(operands.acc), use(operands.lhs), use(operands.rhs),
+                            attr_str(o.attr));
+        end_line(o);
+        return;
+      }
       case OpKind::If: {
         std::vector<std::string> rs;
         for (ValueId v : o.results) rs.push_back(def(v));
@@ -215,13 +234,14 @@ class Printer {
         std::vector<std::string> rs;
         for (ValueId v : o.results) rs.push_back(def(v));
         if (!rs.empty()) out_ += fmt::format("{} = ", fmt::join(rs, ", "));
+        const ForOperands operands = for_operands(o);
         out_ += fmt::format("for {}: {} = {} to {} step {}", def(body.args[0]), type_str(fn_.type(body.args[0])),
-                            use(o.operands[0]), use(o.operands[1]), use(o.operands[2]));
-        if (o.operands.size() > 3) {
+                            use(operands.lb), use(operands.ub), use(operands.step));
+        if (!operands.inits.empty()) {
           std::vector<std::string> it;
-          for (size_t i = 3; i < o.operands.size(); ++i)
-            it.push_back(fmt::format("{}: {} = {}", def(body.args[i - 2]), type_str(fn_.type(body.args[i - 2])),
-                                     use(o.operands[i])));
+          for (size_t i = 0; i < operands.inits.size(); ++i)
+            it.push_back(fmt::format("{}: {} = {}", def(body.args[i + 1]), type_str(fn_.type(body.args[i + 1])),
+                                     use(operands.inits[i])));
           out_ += fmt::format(" iter({})", fmt::join(it, ", "));
         }
         out_ += " {";
@@ -258,10 +278,10 @@ class Printer {
       case OpKind::FetchBlock:
       case OpKind::WritebackBlock:
       {
-        const size_t starts_end = 2 + fn_.type(o.operands[0]).shape.size();
-        out_ += fmt::format("{} {} {} -> {} at [{}]", mnemonic(o.kind), attr_str(o.attr), use(o.operands[0]),
-                            use(o.operands[1]), uses(o.operands, 2, starts_end));
-        if (o.operands.size() > starts_end) out_ += fmt::format(" signal {}", use(o.operands[starts_end]));
+        const BlockCopyOperands operands = block_copy_operands(fn_, o);
+        out_ += fmt::format("{} {} {} -> {} at [{}]", mnemonic(o.kind), attr_str(o.attr), use(operands.src()),
+                            use(operands.dst()), uses(operands.starts));
+        if (operands.sem != kNone) out_ += fmt::format(" signal {}", use(operands.sem));
         end_line(o);
         return;
       }
@@ -273,11 +293,13 @@ class Printer {
         end_line(o);
         return;
       }
-      case OpKind::BlockView:
-        out_ += fmt::format("{}block_view {} {} at [{}] : {}", results, attr_str(o.attr), use(o.operands[0]),
-                            uses(o.operands, 1), type_str(fn_.type(o.results[0])));
+      case OpKind::BlockView: {
+        const WindowOperands operands = window_operands(o);
+        out_ += fmt::format("{}block_view {} {} at [{}] : {}", results, attr_str(o.attr), use(operands.ref),
+                            uses(operands.starts), type_str(fn_.type(o.results[0])));
         end_line(o);
         return;
+      }
       default: break;
     }
     // Generic form: %r = mnemonic %a, %b attr : result types

@@ -76,6 +76,32 @@ class Verifier {
     return last.kind == OpKind::Yield ? &last : nullptr;
   }
 
+  // The shape of dot_general(lhs, rhs) with op `id`'s DotAttr (batch, lhs free, rhs free dims).
+  Shape dot_shape(OpId id, ValueId lhs, ValueId rhs) {
+    const Op& o = fn_.ops[id];
+    const Type& a = t(lhs);
+    const Type& b = t(rhs);
+    const auto* d = std::get_if<DotAttr>(&o.attr);
+    check(d && a.is_tensor() && b.is_tensor(), id, "needs two tensors and dimension numbers");
+    check(d->lhs_contract.size() == d->rhs_contract.size() && d->lhs_batch.size() == d->rhs_batch.size(), id,
+          "dimension lists must pair up");
+    Shape s;
+    for (size_t i = 0; i < d->lhs_batch.size(); ++i) {
+      check(a.shape.at(d->lhs_batch[i]) == b.shape.at(d->rhs_batch[i]), id, "batch dims differ");
+      s.push_back(a.shape[d->lhs_batch[i]]);
+    }
+    for (size_t i = 0; i < d->lhs_contract.size(); ++i)
+      check(a.shape.at(d->lhs_contract[i]) == b.shape.at(d->rhs_contract[i]), id, "contracting dims differ");
+    auto free_dims = [&](const Type& x, const std::vector<int64_t>& c, const std::vector<int64_t>& bt) {
+      for (int64_t i = 0; i < x.rank(); ++i)
+        if (std::find(c.begin(), c.end(), i) == c.end() && std::find(bt.begin(), bt.end(), i) == bt.end())
+          s.push_back(x.shape[i]);
+    };
+    free_dims(a, d->lhs_contract, d->lhs_batch);
+    free_dims(b, d->rhs_contract, d->rhs_batch);
+    return s;
+  }
+
   void expect_counts(OpId id, size_t operands, size_t results) {
     const Op& o = fn_.ops[id];
     check(o.operands.size() == operands, id, fmt::format("expected {} operands, got {}", operands, o.operands.size()));
@@ -258,26 +284,7 @@ class Verifier {
       }
       case OpKind::DotGeneral: {
         expect_counts(id, 2, 1);
-        const Type& a = t(o.operands[0]);
-        const Type& b = t(o.operands[1]);
-        const auto* d = std::get_if<DotAttr>(&o.attr);
-        check(d && a.is_tensor() && b.is_tensor(), id, "needs two tensors and dimension numbers");
-        check(d->lhs_contract.size() == d->rhs_contract.size() && d->lhs_batch.size() == d->rhs_batch.size(), id,
-              "dimension lists must pair up");
-        Shape s;
-        for (size_t i = 0; i < d->lhs_batch.size(); ++i) {
-          check(a.shape.at(d->lhs_batch[i]) == b.shape.at(d->rhs_batch[i]), id, "batch dims differ");
-          s.push_back(a.shape[d->lhs_batch[i]]);
-        }
-        for (size_t i = 0; i < d->lhs_contract.size(); ++i)
-          check(a.shape.at(d->lhs_contract[i]) == b.shape.at(d->rhs_contract[i]), id, "contracting dims differ");
-        auto free_dims = [&](const Type& x, const std::vector<int64_t>& c, const std::vector<int64_t>& bt) {
-          for (int64_t i = 0; i < x.rank(); ++i)
-            if (std::find(c.begin(), c.end(), i) == c.end() && std::find(bt.begin(), bt.end(), i) == bt.end())
-              s.push_back(x.shape[i]);
-        };
-        free_dims(a, d->lhs_contract, d->lhs_batch);
-        free_dims(b, d->rhs_contract, d->rhs_batch);
+        const Shape s = dot_shape(id, o.operands[0], o.operands[1]);
         check(result(0).is_tensor() && result(0).shape == s, id,
               fmt::format("result shape must be {}", shape_tuple_str(s)));
         return;
@@ -359,6 +366,15 @@ class Verifier {
         check(!is_dma_only(r.space) && r.space != MemorySpace::SEMAPHORE, id, "ANY/HBM refs and semaphores cannot be loaded");
         if (o.operands.size() > 1) check(t(o.operands[1]) == Type::tensor(DType::i1, r.shape), id, "mask must be i1 of the ref shape");
         if (o.operands.size() > 2) check(t(o.operands[2]) == r.value_type(), id, "other must have the ref's value type");
+        return;
+      }
+      case OpKind::DotAccumulate: {
+        expect_counts(id, 3, 0);
+        const Type& r = t(o.operands[0]);
+        check(r.is_ref() && !is_dma_only(r.space) && r.space != MemorySpace::SEMAPHORE, id,
+              "accumulates into a VMEM or SMEM ref");
+        const Shape s = dot_shape(id, o.operands[1], o.operands[2]);
+        check(r.shape == s, id, fmt::format("the ref's shape must be the dot's, {}", shape_tuple_str(s)));
         return;
       }
       case OpKind::Store: {

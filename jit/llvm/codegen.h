@@ -1,9 +1,9 @@
 // The code generator: lowered IR (pipelines expanded) to one LLVM function with the uniform kernel
 // ABI of runtime/kernel_abi.h. Block values are not memory objects: element-wise chains become one
-// loop nest at the op that consumes them (a store, a reduction), `acc() += dot(...)` accumulates
-// into the ref through the GEMM micro-kernel, and values are put in temporaries only when they are
-// used twice, across regions, or across a store that could change what they read. Block copies,
-// allocations, checks and prints call the runtime by symbol.
+// loop nest at the op that consumes them (a store, a reduction), dot_accumulate (`acc() +=
+// dot(...)`) accumulates into the ref through the GEMM micro-kernel, and values are put in
+// temporaries only when they are used twice, across regions, or across a store that could change
+// what they read. Block copies, allocations, checks and prints call the runtime by symbol.
 //
 // jit/ internal: LLVM types are only forward-declared here.
 #pragma once

@@ -16,11 +16,12 @@
 
 #include "jit/ir/ir.h"
 #include "jit/llvm/target.h"
+#include "runtime/kernel_abi.h"
 #include "runtime/launch.h"
 
 namespace tessera::jit {
 
-using KernelEntry = void (*)(void* const* operands, int64_t first_step, int64_t end_step, rt::CoreContext* core);
+using KernelEntry = rt::KernelFunction*;
 
 class LoadedObject;
 

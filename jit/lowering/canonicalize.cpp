@@ -1,5 +1,6 @@
 #include "jit/lowering/canonicalize.h"
 
+#include "jit/ir/operands.h"
 #include "jit/ir/rewriter.h"
 #include "runtime/block_ops.h"
 
@@ -61,9 +62,10 @@ class Canonicalizer {
     if (!fold_) return false;
     if (op.kind == OpKind::If) return fold_if(op);
     if (op.kind == OpKind::Select) {
-      const Literal* c = constant_of(dst_, rw_.map(op.operands[0]));
+      const SelectOperands operands = select_operands(op);
+      const Literal* c = constant_of(dst_, rw_.map(operands.cond));
       if (c) {
-        rw_.set(op.results[0], rw_.map(op.operands[c->i ? 1 : 2]));
+        rw_.set(op.results[0], rw_.map(c->i ? operands.on_true : operands.on_false));
         return true;
       }
     }

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "jit/ir/operands.h"
 #include "jit/ir/printer.h"
 #include "jit/ir/rewriter.h"
 
@@ -32,7 +33,7 @@ bool writes(const Function& fn, RegionId region, std::set<ValueId>& refs) {
 
 // The ref a chain of views starts from.
 ValueId view_root(const Function& fn, ValueId ref) {
-  for (const Op* d = fn.def(ref); d && d->kind == OpKind::View; d = fn.def(ref)) ref = d->operands[0];
+  for (const Op* d = fn.def(ref); d && d->kind == OpKind::View; d = fn.def(ref)) ref = window_operands(*d).ref;
   return ref;
 }
 
@@ -249,7 +250,7 @@ class Expander {
     for (size_t k = 0; k < n; ++k) {
       const PipelineOperand& po = pa.operands[k];
       Plan& p = plans[k];
-      p.array = rw_.map(op.operands[2 + k]);
+      p.array = rw_.map(pipeline_operands(op).refs[k]);
       if (!po.windowed) continue;
       const Type at = b().type(p.array);
       // A block the body only reads, that lies wholly inside an array nothing writes while the
@@ -257,7 +258,7 @@ class Expander {
       // always copied, since write-backs of their output change the array under them.
       if (!po.is_output && !po.aliased && po.space == MemorySpace::VMEM && divides(at.shape, po)) {
         std::set<ValueId> refs{src_.regions[body].args[k]};
-        const bool array_written = pa.id > 0 && written_anywhere(src_, view_root(src_, op.operands[2 + k]));
+        const bool array_written = pa.id > 0 && written_anywhere(src_, view_root(src_, pipeline_operands(op).refs[k]));
         if (!writes(src_, body, refs) && !array_written) {
           p.kind = Plan::Kind::InPlace;
           continue;
@@ -290,8 +291,8 @@ class Expander {
     const auto& pa = std::get<PipelineAttr>(op.attr);
     const SourceLoc outer_loc = loc_;  // a nested pipeline is expanded while its parent is
     loc_ = op.loc;
-    const ValueId lo = rw_.map(op.operands[0]);
-    const ValueId hi = rw_.map(op.operands[1]);
+    const ValueId lo = rw_.map(pipeline_operands(op).lo);
+    const ValueId hi = rw_.map(pipeline_operands(op).hi);
     const size_t n = pa.operands.size();
     const int64_t depth = static_cast<int64_t>(contexts_.size());
     std::vector<Plan> plans = plan(op, pa);

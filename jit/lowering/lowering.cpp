@@ -10,6 +10,7 @@
 #include "jit/ir/verifier.h"
 #include "jit/lowering/canonicalize.h"
 #include "jit/lowering/expand_pipelines.h"
+#include "jit/lowering/fuse_dot_accumulate.h"
 #include "jit/lowering/memory_budget.h"
 #include "runtime/config.h"
 
@@ -29,6 +30,7 @@ const std::vector<Pass>& passes() {
       {"canonicalize", [](const Function& f, const LoweringOptions&) { return canonicalize(f); }},
       {"expand_pipelines", [](const Function& f, const LoweringOptions&) { return expand_pipelines(f); }},
       {"canonicalize", [](const Function& f, const LoweringOptions&) { return canonicalize(f); }},
+      {"fuse_dot_accumulate", [](const Function& f, const LoweringOptions&) { return fuse_dot_accumulate(f); }},
       {"check_vmem_budget",
        [](const Function& f, const LoweringOptions& o) {
          check_vmem_budget(f, o.vmem_limit_bytes, o.call_site);

@@ -1,6 +1,6 @@
 // The pass pipeline, in order, in one place:
 //
-//   verify -> canonicalize -> expand_pipelines -> canonicalize -> check_vmem_budget
+//   verify -> canonicalize -> expand_pipelines -> canonicalize -> fuse_dot_accumulate -> check_vmem_budget
 //
 // The IR is verified after every pass (an InternalError names the pass that broke it).
 // TESSERA_DUMP_IR=1 prints the traced IR, TESSERA_DUMP_IR=<pass> the IR after that pass,

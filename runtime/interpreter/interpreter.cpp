@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 
+#include "jit/ir/operands.h"
 #include "jit/ir/printer.h"
 #include "runtime/block_ops.h"
 
@@ -108,16 +109,17 @@ std::vector<Value> Interpreter::exec_region(Frame& frame, ir::RegionId region, s
   return yielded;
 }
 
-int64_t Interpreter::target(Frame& frame, const ir::Op& op, size_t first) const {
+int64_t Interpreter::target(Frame& frame, const ir::Op& op, ir::OperandSpan device) const {
   if (!frame.ctx.device) throw Fault("a remote copy or signal outside a mesh: run the kernel inside pl::shard_map");
   std::vector<int64_t> ids;
-  for (size_t i = first; i < op.operands.size(); ++i) ids.push_back(as_int(frame.env[op.operands[i]]));
+  for (ir::ValueId v : device) ids.push_back(as_int(frame.env[v]));
   return target_device(*frame.ctx.device->mesh, ids, std::get<ir::DeviceAttr>(op.attr).logical);
 }
 
 void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
   auto& env = frame.env;
   auto in = [&](size_t i) -> const Value& { return env[op.operands[i]]; };
+  auto val = [&](ir::ValueId v) -> const Value& { return env[v]; };
   auto set = [&](Value v) { env[op.results[0]] = std::move(v); };
   auto result_type = [&]() -> const Type& { return fn_.type(op.results[0]); };
 
@@ -183,7 +185,8 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       set(reduce(op.kind, tensor(in(0)), std::get<std::vector<int64_t>>(op.attr)));
       return;
     case OpKind::DotGeneral:
-      set(dot_general(tensor(in(0)), tensor(in(1)), std::get<ir::DotAttr>(op.attr), result_type().dtype));
+      set(dot_general(tensor(val(ir::dot_operands(op).lhs)), tensor(val(ir::dot_operands(op).rhs)), std::get<ir::DotAttr>(op.attr),
+                      result_type().dtype));
       return;
     case OpKind::Alloc: {
       const Type& t = result_type();
@@ -199,15 +202,20 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       return;
     }
     case OpKind::RemoteDmaStart: {
-      const RefView& src = ref(in(0));
-      const RefView& dst = ref(in(1));
+      const ir::DmaOperands operands = ir::dma_operands(op);
+      const RefView& src = ref(val(operands.src));
+      const RefView& dst = ref(val(operands.dst));
       remote_copy(frame.ctx, src.read_address(0), src.strides, dst.read_address(0), dst.strides, src.shape,
-                  dtype_size(src.buffer->dtype), semaphore(in(2)), semaphore(in(3)), target(frame, op, 4), op.loc);
+                  dtype_size(src.buffer->dtype), semaphore(val(operands.send_sem)), semaphore(val(operands.recv_sem)),
+                  target(frame, op, operands.device), op.loc);
       return;
     }
-    case OpKind::RemoteSemaphoreSignal:
-      remote_signal(frame.ctx, semaphore(in(0)), as_int(in(1)), target(frame, op, 2), op.loc);
+    case OpKind::RemoteSemaphoreSignal: {
+      const ir::SemaphoreOperands operands = ir::semaphore_operands(op);
+      remote_signal(frame.ctx, semaphore(val(operands.sem)), as_int(val(operands.amount)), target(frame, op, operands.device),
+                    op.loc);
       return;
+    }
     case OpKind::AxisIndex:
       set(Array::scalar(static_cast<double>(frame.ctx.device->coords.at(static_cast<size_t>(std::get<int64_t>(op.attr)))),
                         DType::i32));
@@ -218,43 +226,59 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       return;
     }
     case OpKind::DmaStart: {
-      const RefView& src = ref(in(0));
-      const RefView& dst = ref(in(1));
+      const ir::DmaOperands operands = ir::dma_operands(op);
+      const RefView& src = ref(val(operands.src));
+      const RefView& dst = ref(val(operands.dst));
       frame.ctx.dma.start(window_copy(dst.address(0), dst.strides, src.read_address(0), src.strides, src.shape,
-                                      dtype_size(src.buffer->dtype), semaphore(in(2))));
+                                      dtype_size(src.buffer->dtype), semaphore(val(operands.send_sem))));
       return;
     }
     case OpKind::DmaWait:
-      frame.ctx.dma.wait(semaphore(in(0)), std::get<int64_t>(op.attr), /*dma=*/true, op.loc);
+      frame.ctx.dma.wait(semaphore(val(ir::semaphore_operands(op).sem)), std::get<int64_t>(op.attr), /*dma=*/true, op.loc);
       return;
     case OpKind::SemaphoreSignal:
-      frame.ctx.dma.signal(semaphore(in(0)), as_int(in(1)));
+      frame.ctx.dma.signal(semaphore(val(ir::semaphore_operands(op).sem)), as_int(val(ir::semaphore_operands(op).amount)));
       return;
     case OpKind::SemaphoreWait:
-      frame.ctx.dma.wait(semaphore(in(0)), as_int(in(1)), /*dma=*/false, op.loc);
+      frame.ctx.dma.wait(semaphore(val(ir::semaphore_operands(op).sem)), as_int(val(ir::semaphore_operands(op).amount)),
+                         /*dma=*/false, op.loc);
       return;
     case OpKind::SemaphoreRead:
-      set(Array::scalar(static_cast<double>(frame.ctx.dma.read(semaphore(in(0)))), DType::i32));
+      set(Array::scalar(static_cast<double>(frame.ctx.dma.read(semaphore(val(ir::semaphore_operands(op).sem)))), DType::i32));
       return;
     case OpKind::PipelineBegin:
       begin_pipeline(frame.ctx, std::get<int64_t>(op.attr));
       return;
     case OpKind::View: {
+      const ir::WindowOperands operands = ir::window_operands(op);
       std::vector<int64_t> starts;
-      for (size_t i = 1; i < op.operands.size(); ++i) starts.push_back(as_int(in(i)));
-      set(view(ref(in(0)), starts, std::get<ir::ViewAttr>(op.attr), root_buffer_name(fn_, op.operands[0])));
+      for (ir::ValueId s : operands.starts) starts.push_back(as_int(val(s)));
+      set(view(ref(val(operands.ref)), starts, std::get<ir::ViewAttr>(op.attr), root_buffer_name(fn_, operands.ref)));
       return;
     }
-    case OpKind::Load:
-      if (op.operands.size() == 1) set(load(ref(in(0))));
+    case OpKind::Load: {
+      const ir::LoadOperands operands = ir::load_operands(op);
+      if (operands.mask == ir::kNone) set(load(ref(val(operands.ref))));
       else
-        set(load_masked(ref(in(0)), tensor(in(1)), op.operands.size() > 2 ? &tensor(in(2)) : nullptr,
-                        options_.zero_uninitialized));
+        set(load_masked(ref(val(operands.ref)), tensor(val(operands.mask)),
+                        operands.other != ir::kNone ? &tensor(val(operands.other)) : nullptr, options_.zero_uninitialized));
       return;
-    case OpKind::Store:
-      if (op.operands.size() == 2) store(ref(in(0)), tensor(in(1)));
-      else store_masked(ref(in(0)), tensor(in(1)), tensor(in(2)));
+    }
+    case OpKind::Store: {
+      const ir::StoreOperands operands = ir::store_operands(op);
+      if (operands.mask == ir::kNone) store(ref(val(operands.ref)), tensor(val(operands.value)));
+      else store_masked(ref(val(operands.ref)), tensor(val(operands.value)), tensor(val(operands.mask)));
       return;
+    }
+    case OpKind::DotAccumulate: {
+      // As the unfused ops: the dot in the accumulator's dtype, then load, add and store.
+      const ir::DotOperands operands = ir::dot_operands(op);
+      const RefView& acc = ref(val(operands.acc));
+      Array product = dot_general(tensor(val(operands.lhs)), tensor(val(operands.rhs)), std::get<ir::DotAttr>(op.attr),
+                                  fn_.type(operands.acc).dtype);
+      store(acc, binary(OpKind::Add, load(acc), product));
+      return;
+    }
     case OpKind::If: {
       const bool c = tensor(in(0)).data_as<bool>()[0];
       std::vector<Value> results = exec_region(frame, op.regions[c ? 0 : 1], {});
@@ -262,12 +286,13 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       return;
     }
     case OpKind::For: {
-      const Value& lb = in(0);
-      const int64_t lo = as_int(lb), hi = as_int(in(1)), step = as_int(in(2));
+      const ir::ForOperands operands = ir::for_operands(op);
+      const Value& lb = val(operands.lb);
+      const int64_t lo = as_int(lb), hi = as_int(val(operands.ub)), step = as_int(val(operands.step));
       if (step <= 0) throw Fault(fmt::format("loop step must be positive, got {}", step));
       const DType iv_type = tensor(lb).dtype();
       std::vector<Value> carried;
-      for (size_t i = 3; i < op.operands.size(); ++i) carried.push_back(in(i));
+      for (ir::ValueId v : operands.inits) carried.push_back(val(v));
       for (int64_t iv = lo; iv < hi; iv += step) {
         std::vector<Value> args;
         args.reserve(carried.size() + 1);
@@ -291,26 +316,26 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
     case OpKind::FetchBlock:
     case OpKind::WritebackBlock: {
       const auto& attr = std::get<ir::BlockCopyAttr>(op.attr);
-      const RefView& src = ref(in(0));
-      const RefView& dst = ref(in(1));
-      const size_t starts_end = 2 + src.shape.size();
+      const ir::BlockCopyOperands operands = ir::block_copy_operands(fn_, op);
+      const RefView& src = ref(val(operands.src()));
+      const RefView& dst = ref(val(operands.dst()));
       std::vector<int64_t> starts;
-      for (size_t i = 2; i < starts_end; ++i) starts.push_back(as_int(in(i)));
-      const bool fetch = op.kind == OpKind::FetchBlock;
+      for (ir::ValueId s : operands.starts) starts.push_back(as_int(val(s)));
+      const bool fetch = operands.fetch;
       if (!fetch) check_revisit(frame.ctx, attr, starts);
       const bool zero = options_.zero_uninitialized;
       auto move = [fetch, src, dst, starts, zero, name = attr.name] {
         if (fetch) fetch_block(src, dst, starts, zero, name);
         else writeback_block(src, dst, starts, name);
       };
-      if (op.operands.size() == starts_end) {
+      if (operands.sem == ir::kNone) {
         move();
         return;
       }
       // Asynchronous: a DMA of the block's bytes toward the semaphore.
       DmaEngine::Copy copy;
       copy.move = std::move(move);
-      copy.sem = semaphore(in(starts_end));
+      copy.sem = semaphore(val(operands.sem));
       copy.bytes = num_elements((fetch ? dst : src).shape) * dtype_size(src.buffer->dtype);
       std::tie(copy.src_lo, copy.src_hi) = extent(src);
       std::tie(copy.dst_lo, copy.dst_hi) = extent(dst);
@@ -318,9 +343,10 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       return;
     }
     case OpKind::BlockView: {
+      const ir::WindowOperands operands = ir::window_operands(op);
       std::vector<int64_t> starts;
-      for (size_t i = 1; i < op.operands.size(); ++i) starts.push_back(as_int(in(i)));
-      set(block_view(ref(in(0)), result_type().shape, starts, std::get<ir::BlockCopyAttr>(op.attr).name));
+      for (ir::ValueId s : operands.starts) starts.push_back(as_int(val(s)));
+      set(block_view(ref(val(operands.ref)), result_type().shape, starts, std::get<ir::BlockCopyAttr>(op.attr).name));
       return;
     }
     case OpKind::TraceStart:

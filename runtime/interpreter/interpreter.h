@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jit/ir/ir.h"
+#include "jit/ir/operands.h"
 #include "runtime/array.h"
 #include "runtime/launch.h"
 #include "runtime/memory.h"
@@ -37,7 +38,7 @@ class Interpreter {
   std::vector<Value> exec_region(Frame& frame, ir::RegionId region, std::vector<Value> args) const;
   void exec_op(Frame& frame, const ir::Op& op) const;
   // The logical id of the device a remote op's operands from `first` on name.
-  int64_t target(Frame& frame, const ir::Op& op, size_t first) const;
+  int64_t target(Frame& frame, const ir::Op& op, ir::OperandSpan device) const;
 
   const ir::Function& fn_;
   InterpretOptions options_;

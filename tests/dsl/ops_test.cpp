@@ -274,6 +274,37 @@ TEST_SUITE("dsl") {
     CHECK(pq.at<double>({2, 1, 3}) == doctest::Approx(h).epsilon(1e-5));
   }
 
+  TEST_CASE("ops: acc += dot, in place for f32 matrices and as load, add and store otherwise") {
+    // The lowering fuses each `o() += dot(...)` into one dot_accumulate; the compiled f32 matrix
+    // case accumulates inside the GEMM, the others add the finished dot, as the interpreter does.
+    auto twice = [](pl::DType dtype, const pl::Array& a, const pl::Array& b, pl::ShapeDtype out, double tolerance) {
+      auto kernel = [dtype](pl::Ref x, pl::Ref y, pl::Ref o) {
+        o() = pl::zeros_like(o);
+        o() += pl::dot(x(), y(), dtype);
+        o() += pl::dot(x(), y(), dtype);
+      };
+      return both([&](const pl::CallOptions& o) { return pl::pallas_call(kernel, pl::GridSpec{}, out, o)(a, b); }, tolerance);
+    };
+    pl::Array a = pl::Array::random_normal({8, 16}, pl::f32, 21), b = pl::Array::random_normal({16, 4}, pl::f32, 22);
+    pl::Array v = pl::Array::random_normal({16}, pl::f32, 23);
+    pl::Array c = twice(pl::f32, a, b, pl::ShapeDtype({8, 4}, pl::f32), 1e-5);
+    pl::Array cb = twice(pl::bf16, a.astype(pl::bf16), b.astype(pl::bf16), pl::ShapeDtype({8, 4}, pl::bf16), 0);
+    pl::Array mv = twice(pl::f32, a, v, pl::ShapeDtype({8}, pl::f32), 1e-5);
+    pl::Array ai = pl::Array::arange(8 * 16, pl::i32).reshape({8, 16}), bi = pl::Array::arange(16 * 4, pl::i32).reshape({16, 4});
+    pl::Array ci = twice(pl::i32, ai, bi, pl::ShapeDtype({8, 4}, pl::i32), 0);
+    double acc = 0, accv = 0;
+    int64_t acci = 0;
+    for (int64_t k = 0; k < 16; ++k) {
+      acc += a.at<double>({2, k}) * b.at<double>({k, 3});
+      accv += a.at<double>({5, k}) * v.at<double>({k});
+      acci += (2 * 16 + k) * (k * 4 + 3);
+    }
+    CHECK(c.at<double>({2, 3}) == doctest::Approx(2 * acc).epsilon(1e-5));
+    CHECK(cb.at<double>({2, 3}) == doctest::Approx(2 * acc).epsilon(3e-2));
+    CHECK(mv.at<double>({5}) == doctest::Approx(2 * accv).epsilon(1e-5));
+    CHECK(ci.at<int64_t>({2, 3}) == 2 * acci);
+  }
+
   TEST_CASE("ops: ref windows, strided slices, views and masked access") {
     pl::Array x = pl::Array::arange(32, pl::f32).reshape({4, 8});
     auto kernel = [](pl::Ref xr, pl::Ref o) {

@@ -69,6 +69,7 @@ inline ir::Function kernel_with_every_op() {
     ValueId w = b.create_value(OpKind::Load, {win, wmask, other}, blk(DType::f32, {4}), {}, {});
     b.create(OpKind::Store, {win, w, wmask}, {}, {}, {});
     b.create(OpKind::Store, {ob, d}, {}, {}, {});
+    b.create(OpKind::DotAccumulate, {ob, v, t}, {}, DotAttr{{1}, {0}, {}, {}}, {});
     // if with results and an else branch
     ValueId c = b.create_value(OpKind::Eq, {pid, np}, s(DType::i1), {}, {});
     RegionId then_r = b.create_region({}), else_r = b.create_region({});

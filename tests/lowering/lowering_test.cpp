@@ -42,7 +42,8 @@ ir::Function lower(int64_t block, int64_t vmem_limit = passes::LoweringOptions{}
 TEST_SUITE("passes") {
   TEST_CASE("lowering: passes run in the documented order") {
     CHECK(passes::pass_names() ==
-          std::vector<std::string>{"canonicalize", "expand_pipelines", "canonicalize", "check_vmem_budget"});
+          std::vector<std::string>{"canonicalize", "expand_pipelines", "canonicalize", "fuse_dot_accumulate",
+                                   "check_vmem_budget"});
   }
 
   TEST_CASE("lowering: VMEM use is counted per core and checked against the limit") {

@@ -201,7 +201,7 @@ TEST_SUITE("runtime") {
   }
 
   TEST_CASE("config: an unknown pass to dump after is a UserError listing the passes") {
-    const std::string accepted = "one of 0, 1, all, canonicalize, expand_pipelines, check_vmem_budget";
+    const std::string accepted = "one of 0, 1, all, canonicalize, expand_pipelines, fuse_dot_accumulate, check_vmem_budget";
     for (const char* bad : {"expand", "ALL", "lower"})
       check_rejected("TESSERA_DUMP_IR", bad, accepted, [] { return config::dump_ir(); });
   }

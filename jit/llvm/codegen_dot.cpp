@@ -1,0 +1,223 @@
+// dot_general and dot_accumulate. A dot_accumulate (`acc() += dot(...)`, fused by the lowering)
+// runs the GEMM micro-kernel straight into the ref; a dot_general is kept deferred until it is used,
+// so that a store of it writes the ref directly too; anywhere else the dot is computed into a
+// temporary.
+#include <algorithm>
+
+#include "jit/llvm/codegen_state.h"
+
+namespace tessera::jit::cg {
+
+void Emitter::defer_dot(ir::OpId id) {
+  const ir::Op& op = fn_.ops[id];
+  const Type t = fn_.type(op.results[0]);
+  TensorCg d;
+  d.kind = TensorCg::Kind::Dot;
+  d.dtype = t.dtype;
+  d.shape = t.shape;
+  d.dot = id;
+  d.deps = op.operands;
+  for (ValueId o : op.operands) {
+    const TensorCg& ot = tensor(o);
+    d.roots.insert(ot.roots.begin(), ot.roots.end());
+    d.views.insert(ot.views.begin(), ot.views.end());
+  }
+  values_[op.results[0]] = std::move(d);
+  track(op.results[0]);
+}
+
+bool Emitter::store_dot(const ir::Op& op) {
+  const ir::StoreOperands operands = ir::store_operands(op);
+  if (operands.mask != ir::kNone) return false;
+  const ValueId target = operands.ref, value = operands.value;
+  const RefCg& r = ref(target);
+  if (r.dtype != DType::f32 || r.shape.size() != 2 || r.strides[1] != 1) return false;
+  if (static_uses_[value] != 1) return false;
+  const Cg& cg = values_[value];
+  if (!std::holds_alternative<TensorCg>(cg) || std::get<TensorCg>(cg).kind != TensorCg::Kind::Dot ||
+      std::get<TensorCg>(cg).dtype != DType::f32)
+    return false;
+  // The dot's operands must not read the target (the GEMM writes it while reading them).
+  if (tensor(value).roots.count(r.root)) return false;
+  std::set<ValueId> mine;
+  tree(value, mine);
+  flush_readers(r.root, mine);
+  compute_dot(value, &r);
+  uses_[value] = 0;
+  used(op);
+  return true;
+}
+
+void Emitter::emit_dot_accumulate(ir::OpId id) {
+  const ir::Op& op = fn_.ops[id];
+  const ir::DotOperands operands = ir::dot_operands(op);
+  const ValueId target = operands.acc, lhs = operands.lhs, rhs = operands.rhs;
+  const RefCg r = ref(target);
+  const auto& dims = std::get<ir::DotAttr>(op.attr);
+  const Type type = fn_.type(target).value_type();
+  // The GEMM accumulates in place into a row-major f32 matrix, unless an operand still reads the
+  // target (the GEMM writes it while reading them).
+  const bool in_place = r.dtype == DType::f32 && r.shape.size() == 2 && r.strides[1] == 1 &&
+                        !tensor(lhs).roots.count(r.root) && !tensor(rhs).roots.count(r.root);
+  flush_readers(r.root);
+  if (in_place) {
+    gemm(lhs, rhs, dims, type, &r, /*accumulate=*/true);
+  } else {
+    // As the unfused ops: the dot into a temporary, then each element of the target plus the dot's.
+    const TensorCg product = gemm(lhs, rhs, dims, type, nullptr, /*accumulate=*/false);
+    loop_nest(r.shape, [&](const Index& i) {
+      llvm::Value* address = ref_address(r, i);
+      llvm::Value* p = load_element(b_, product.dtype, element_address(b_, product.dtype, product.buffer, linear(i, r.shape)));
+      store_element(b_, r.dtype, address, binary(OpKind::Add, r.dtype, load_element(b_, r.dtype, address), p));
+    });
+  }
+  used(op);
+}
+
+MatrixOperand Emitter::matrix(ValueId v) {
+  const ir::Op* d = fn_.def(v);
+  const TensorCg& t = tensor(v);
+  if (t.kind == TensorCg::Kind::Lazy && d && d->kind == OpKind::Load && ir::load_operands(*d).mask == ir::kNone) {
+    const RefCg& r = ref(ir::load_operands(*d).ref);
+    if (r.shape.size() == 2 && r.strides[1] == 1) return MatrixOperand{r.base, r.dtype, r.strides[0]};
+  }
+  materialize(v);
+  const TensorCg& m = tensor(v);
+  return MatrixOperand{m.buffer, m.dtype, m.shape.size() == 2 ? m.shape[1] : 1};
+}
+
+// The lhs of a GEMM as a dense f32 matrix, packed at most once per kernel run when it is read in
+// place from a kernel parameter. Parameters do not change while a kernel runs (inputs are
+// read-only, outputs are only written back, never loaded), so a block packed once stays valid;
+// across grid steps the same lhs block recurs (a matmul's A(i, k) for every j), and a small
+// direct-mapped cache keyed by its address turns those repacks into lookups.
+MatrixOperand Emitter::cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int64_t m, int64_t k) {
+  const ir::Op* d = fn_.def(lhs);
+  if (!d || d->kind != OpKind::Load || ir::load_operands(*d).mask != ir::kNone) return a;
+  const RefCg& r = ref(ir::load_operands(*d).ref);
+  const ir::ValueInfo& root = fn_.values[r.root];
+  if (root.def != ir::kNone || a.ptr != r.base) return a;  // not a parameter read in place
+  if (a.dtype == DType::f32 && a.ld == k) return a;        // already dense
+  const int64_t bytes = m * k * 4;
+  int64_t slots = 1;  // a power of two, up to 16 blocks or 2 MiB
+  while (slots < 16 && 2 * slots * bytes <= (int64_t{2} << 20)) slots *= 2;
+  llvm::Value* keys = entry_alloca(b_.getPtrTy(), slots);
+  for (int64_t s = 0; s < slots; ++s)
+    entry_b_.CreateStore(llvm::ConstantPointerNull::get(b_.getPtrTy()),
+                         entry_b_.CreateInBoundsGEP(entry_b_.getPtrTy(), keys, entry_b_.getInt64(s)));
+  llvm::Value* buffers = temp(slots * bytes);
+  // Blocks side by side along a row of A start k elements apart: consecutive slots.
+  llvm::Value* slot = b_.CreateAnd(
+      b_.CreateUDiv(b_.CreatePtrToInt(a.ptr, b_.getInt64Ty()), b_.getInt64(k * dtype_size(a.dtype))),
+      b_.getInt64(slots - 1));
+  llvm::Value* key_slot = b_.CreateInBoundsGEP(b_.getPtrTy(), keys, slot);
+  llvm::Value* dense = b_.CreateInBoundsGEP(b_.getFloatTy(), buffers, b_.CreateMul(slot, b_.getInt64(m * k)));
+  llvm::BasicBlock* pack = llvm::BasicBlock::Create(ctx_, "pack.a", f_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "pack.a.done", f_);
+  b_.CreateCondBr(b_.CreateICmpNE(b_.CreateLoad(b_.getPtrTy(), key_slot), a.ptr), pack, done);
+  b_.SetInsertPoint(pack);
+  emit_pack_dense_f32(b_, a, dense, m, k);
+  b_.CreateStore(a.ptr, key_slot);
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  return MatrixOperand{dense, DType::f32, k};
+}
+
+void Emitter::compute_dot(ValueId v, const RefCg* into) {
+  const ir::Op& op = fn_.ops[tensor(v).dot];
+  const ir::DotOperands operands = ir::dot_operands(op);
+  TensorCg m = gemm(operands.lhs, operands.rhs, std::get<ir::DotAttr>(op.attr), fn_.type(op.results[0]), into, false);
+  if (!into) values_[v] = std::move(m);
+}
+
+TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const Type& t, const RefCg* into,
+                       bool accumulate) {
+  const Type lt = fn_.type(lhs), rt_ = fn_.type(rhs);
+  const DType result = t.dtype;
+  const DType acc = (is_float(lt.dtype) || is_float(rt_.dtype))
+                        ? ((lt.dtype == DType::f64 || rt_.dtype == DType::f64) ? DType::f64 : DType::f32)
+                        : ((dtype_size(lt.dtype) == 8 || dtype_size(rt_.dtype) == 8) ? DType::i64 : DType::i32);
+  // Arrange the operands as [batch, m, k] and [batch, k, n].
+  auto free_dims = [](const Type& x, const std::vector<int64_t>& c, const std::vector<int64_t>& bt) {
+    std::vector<int64_t> f;
+    for (int64_t d = 0; d < x.rank(); ++d)
+      if (std::find(c.begin(), c.end(), d) == c.end() && std::find(bt.begin(), bt.end(), d) == bt.end()) f.push_back(d);
+    return f;
+  };
+  const auto lfree = free_dims(lt, dims.lhs_contract, dims.lhs_batch);
+  const auto rfree = free_dims(rt_, dims.rhs_contract, dims.rhs_batch);
+  auto product = [](const Type& x, const std::vector<int64_t>& ds) {
+    int64_t p = 1;
+    for (int64_t d : ds) p *= x.shape[d];
+    return p;
+  };
+  const int64_t B = product(lt, dims.lhs_batch), M = product(lt, lfree), K = product(lt, dims.lhs_contract),
+                N = product(rt_, rfree);
+  const bool simple = B == 1 && lt.rank() == 2 && rt_.rank() == 2 && dims.lhs_contract == std::vector<int64_t>{1} &&
+                      dims.rhs_contract == std::vector<int64_t>{0};
+  std::vector<MatrixOperand> a_ops, b_ops;
+  if (simple) {
+    a_ops.push_back(matrix(lhs));
+    b_ops.push_back(matrix(rhs));
+    if (acc == DType::f32 && N >= kGemmPanel) a_ops[0] = cached_dense_lhs(lhs, a_ops[0], M, K);
+  } else {
+    auto arrange = [&](ValueId x, const Type& xt, std::vector<int64_t> order, int64_t rows, int64_t cols) {
+      // A temporary holding x with its dims permuted into `order`, as [batch][rows][cols].
+      std::vector<int64_t> permuted_shape;
+      for (int64_t d : order) permuted_shape.push_back(xt.shape[d]);
+      prepare(x);
+      llvm::Value* buf = temp(num_elements(permuted_shape) * dtype_size(xt.dtype));
+      loop_nest(permuted_shape, [&](const Index& i) {
+        Index src(order.size());
+        for (size_t d = 0; d < order.size(); ++d) src[order[d]] = i[d];
+        store_element(b_, xt.dtype, element_address(b_, xt.dtype, buf, linear(i, permuted_shape)), elem(x, src));
+      });
+      std::vector<MatrixOperand> out;
+      for (int64_t bt = 0; bt < B; ++bt)
+        out.push_back(MatrixOperand{element_address(b_, xt.dtype, buf, b_.getInt64(bt * rows * cols)), xt.dtype, cols});
+      return out;
+    };
+    std::vector<int64_t> lorder = dims.lhs_batch, rorder = dims.rhs_batch;
+    lorder.insert(lorder.end(), lfree.begin(), lfree.end());
+    lorder.insert(lorder.end(), dims.lhs_contract.begin(), dims.lhs_contract.end());
+    rorder.insert(rorder.end(), dims.rhs_contract.begin(), dims.rhs_contract.end());
+    rorder.insert(rorder.end(), rfree.begin(), rfree.end());
+    a_ops = arrange(lhs, lt, lorder, M, K);
+    b_ops = arrange(rhs, rt_, rorder, K, N);
+  }
+  llvm::Value* packed = acc == DType::f32 && N >= kGemmPanel ? temp(K * (N / kGemmPanel) * kGemmPanel * 4) : nullptr;
+  llvm::Value* packed_a = acc == DType::f32 && N >= kGemmPanel ? temp(K * M * 4) : nullptr;
+  llvm::Value* c = nullptr;
+  int64_t ldc = N;
+  if (into) {
+    c = into->base;
+    ldc = into->strides[0];
+  } else {
+    c = temp(B * M * N * dtype_size(acc));
+  }
+  for (int64_t bt = 0; bt < B; ++bt) {
+    llvm::Value* cb = into ? c : element_address(b_, acc, c, b_.getInt64(bt * M * N));
+    if (acc == DType::f32) emit_gemm_f32(b_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a);
+    else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);
+  }
+  if (into) return {};
+  TensorCg m;
+  m.kind = TensorCg::Kind::Buffer;
+  m.dtype = acc;
+  m.shape = t.shape;
+  m.buffer = c;
+  if (result != acc) {
+    // Convert the accumulator into the result dtype, as the runtime does after summing.
+    llvm::Value* out = temp(num_elements(t.shape) * dtype_size(result));
+    const Shape shape = t.shape;
+    loop_nest(shape, [&](const Index& i) {
+      llvm::Value* x = load_element(b_, acc, element_address(b_, acc, c, linear(i, shape)));
+      store_element(b_, result, element_address(b_, result, out, linear(i, shape)), convert(acc, result, x));
+    });
+    m.dtype = result;
+    m.buffer = out;
+  }
+  return m;
+}
+
+}  // namespace tessera::jit::cg

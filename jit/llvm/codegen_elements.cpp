@@ -1,0 +1,309 @@
+// Element-wise ops, casts, constants, shape ops and reductions: the runtime's element rules (see
+// ops.def) as LLVM IR. Element-wise chains stay lazy (a generator per element) until a store or a
+// reduction consumes them, so a chain becomes one loop nest.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "jit/ir/printer.h"
+#include "jit/llvm/codegen_state.h"
+#include "runtime/block_ops.h"
+
+namespace tessera::jit::cg {
+
+llvm::Value* Emitter::libm(const char* f32_name, const char* f64_name, DType t, std::vector<llvm::Value*> args) {
+  llvm::Type* ty = args[0]->getType();
+  std::vector<llvm::Type*> types(args.size(), ty);
+  auto callee = m_.getOrInsertFunction(t == DType::f64 ? f64_name : f32_name, llvm::FunctionType::get(ty, types, false));
+  return b_.CreateCall(callee, args);
+}
+
+llvm::Value* Emitter::intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
+  llvm::Function* f = llvm::Intrinsic::getDeclaration(&m_, id, {args[0]->getType()});
+  return b_.CreateCall(f, args);
+}
+
+llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) {
+  const bool fp = is_float(t);
+  if (is_comparison(k)) {
+    if (fp) {
+      switch (k) {
+        case OpKind::Eq: return b_.CreateFCmpOEQ(x, y);
+        case OpKind::Ne: return b_.CreateFCmpUNE(x, y);
+        case OpKind::Lt: return b_.CreateFCmpOLT(x, y);
+        case OpKind::Le: return b_.CreateFCmpOLE(x, y);
+        case OpKind::Gt: return b_.CreateFCmpOGT(x, y);
+        default: return b_.CreateFCmpOGE(x, y);
+      }
+    }
+    const bool u = is_bool(t);
+    switch (k) {
+      case OpKind::Eq: return b_.CreateICmpEQ(x, y);
+      case OpKind::Ne: return b_.CreateICmpNE(x, y);
+      case OpKind::Lt: return u ? b_.CreateICmpULT(x, y) : b_.CreateICmpSLT(x, y);
+      case OpKind::Le: return u ? b_.CreateICmpULE(x, y) : b_.CreateICmpSLE(x, y);
+      case OpKind::Gt: return u ? b_.CreateICmpUGT(x, y) : b_.CreateICmpSGT(x, y);
+      default: return u ? b_.CreateICmpUGE(x, y) : b_.CreateICmpSGE(x, y);
+    }
+  }
+  llvm::Value* r = nullptr;
+  if (fp) {
+    switch (k) {
+      case OpKind::Add: r = b_.CreateFAdd(x, y); break;
+      case OpKind::Sub: r = b_.CreateFSub(x, y); break;
+      case OpKind::Mul: r = b_.CreateFMul(x, y); break;
+      case OpKind::Div: r = b_.CreateFDiv(x, y); break;
+      case OpKind::Rem: r = b_.CreateFRem(x, y); break;
+      case OpKind::Pow: r = libm("powf", "pow", t, {x, y}); break;
+      case OpKind::Max:
+      case OpKind::Min: {
+        llvm::Value* either_nan = b_.CreateOr(b_.CreateFCmpUNO(x, x), b_.CreateFCmpUNO(y, y));
+        llvm::Value* pick = k == OpKind::Max ? b_.CreateSelect(b_.CreateFCmpOLT(x, y), y, x)
+                                             : b_.CreateSelect(b_.CreateFCmpOLT(y, x), y, x);
+        r = b_.CreateSelect(either_nan, nan_of(x->getType()), pick);
+        break;
+      }
+      default: throw InternalError("codegen", fmt::format("`{}` on floats", ir::mnemonic(k)));
+    }
+    return round_to(b_, t, r);
+  }
+  llvm::Type* ty = x->getType();
+  switch (k) {
+    case OpKind::Add: return b_.CreateAdd(x, y);
+    case OpKind::Sub: return b_.CreateSub(x, y);
+    case OpKind::Mul: return b_.CreateMul(x, y);
+    case OpKind::Div:
+    case OpKind::Rem: {
+      // x / 0 = -1, x % 0 = x, MIN / -1 = MIN, MIN % -1 = 0: no division that traps.
+      llvm::Value* zero = b_.CreateICmpEQ(y, llvm::ConstantInt::get(ty, 0));
+      llvm::Value* min = llvm::ConstantInt::get(ty, llvm::APInt::getSignedMinValue(ty->getIntegerBitWidth()));
+      llvm::Value* overflow = b_.CreateAnd(b_.CreateICmpEQ(x, min), b_.CreateICmpEQ(y, llvm::ConstantInt::get(ty, -1, true)));
+      llvm::Value* safe = b_.CreateSelect(b_.CreateOr(zero, overflow), llvm::ConstantInt::get(ty, 1), y);
+      if (k == OpKind::Div) {
+        llvm::Value* q = b_.CreateSDiv(x, safe);
+        return b_.CreateSelect(zero, llvm::ConstantInt::get(ty, -1, true), q);
+      }
+      llvm::Value* rem = b_.CreateSRem(x, safe);
+      return b_.CreateSelect(zero, x, b_.CreateSelect(overflow, llvm::ConstantInt::get(ty, 0), rem));
+    }
+    case OpKind::Pow: {
+      llvm::Value* r64 = b_.CreateCall(rt_ipow_, {b_.CreateSExt(x, b_.getInt64Ty()), b_.CreateSExt(y, b_.getInt64Ty()),
+                                                 b_.getInt32(ty->getIntegerBitWidth())});
+      return b_.CreateTrunc(r64, ty);
+    }
+    case OpKind::Max: return b_.CreateSelect(b_.CreateICmpSLT(x, y), y, x);
+    case OpKind::Min: return b_.CreateSelect(b_.CreateICmpSLT(y, x), y, x);
+    case OpKind::And: return b_.CreateAnd(x, y);
+    case OpKind::Or: return b_.CreateOr(x, y);
+    case OpKind::Xor: return b_.CreateXor(x, y);
+    default: break;
+  }
+  throw InternalError("codegen", fmt::format("`{}` on integers", ir::mnemonic(k)));
+}
+
+llvm::Value* Emitter::unary(OpKind k, DType t, llvm::Value* x) {
+  if (!is_float(t)) {
+    llvm::Value* zero = llvm::ConstantInt::get(x->getType(), 0);
+    switch (k) {
+      case OpKind::Neg: return b_.CreateSub(zero, x);
+      case OpKind::Abs: return b_.CreateSelect(b_.CreateICmpSLT(x, zero), b_.CreateSub(zero, x), x);
+      case OpKind::Not: return b_.CreateNot(x);
+      default: throw InternalError("codegen", fmt::format("`{}` on integers", ir::mnemonic(k)));
+    }
+  }
+  llvm::Type* ty = x->getType();
+  llvm::Value* one = llvm::ConstantFP::get(ty, 1.0);
+  llvm::Value* r = nullptr;
+  switch (k) {
+    case OpKind::Neg: r = b_.CreateFNeg(x); break;
+    case OpKind::Abs: r = intrinsic(llvm::Intrinsic::fabs, {x}); break;
+    case OpKind::Exp: r = libm("expf", "exp", t, {x}); break;
+    case OpKind::Log: r = libm("logf", "log", t, {x}); break;
+    case OpKind::Tanh: r = libm("tanhf", "tanh", t, {x}); break;
+    case OpKind::Sin: r = libm("sinf", "sin", t, {x}); break;
+    case OpKind::Cos: r = libm("cosf", "cos", t, {x}); break;
+    case OpKind::Sqrt: r = intrinsic(llvm::Intrinsic::sqrt, {x}); break;
+    case OpKind::Rsqrt: r = b_.CreateFDiv(one, intrinsic(llvm::Intrinsic::sqrt, {x})); break;
+    case OpKind::Logistic: r = b_.CreateFDiv(one, b_.CreateFAdd(one, libm("expf", "exp", t, {b_.CreateFNeg(x)}))); break;
+    case OpKind::Floor: r = intrinsic(llvm::Intrinsic::floor, {x}); break;
+    case OpKind::Ceil: r = intrinsic(llvm::Intrinsic::ceil, {x}); break;
+    default: throw InternalError("codegen", fmt::format("`{}` on floats", ir::mnemonic(k)));
+  }
+  return round_to(b_, t, r);
+}
+
+llvm::Value* Emitter::convert(DType from, DType to, llvm::Value* x) {
+  if (from == to) return x;
+  llvm::Type* dst = compute_type(b_, to);
+  if (is_bool(to)) {
+    if (is_float(from)) return b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0));
+    return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+  }
+  if (is_float(from)) {
+    if (is_float(to)) {
+      llvm::Value* y = x;
+      if (x->getType() != dst) y = to == DType::f64 ? b_.CreateFPExt(x, dst) : b_.CreateFPTrunc(x, dst);
+      return round_to(b_, to, y);
+    }
+    llvm::Function* sat = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::fptosi_sat, {dst, x->getType()});
+    return b_.CreateCall(sat, {x});
+  }
+  if (is_float(to)) {
+    // Integers go through f32 for the 16-bit floats (as the runtime converts), rounding once more.
+    llvm::Value* y = is_bool(from) ? b_.CreateUIToFP(x, dst) : b_.CreateSIToFP(x, dst);
+    return round_to(b_, to, y);
+  }
+  return is_bool(from) ? b_.CreateZExt(x, dst) : b_.CreateSExtOrTrunc(x, dst);
+}
+
+llvm::Value* Emitter::constant(const ir::Literal& lit, DType t) {
+  // The element the runtime's splat makes, so both backends agree on every literal.
+  Array s = rt::splat(lit, t, {});
+  if (is_float(t)) return llvm::ConstantFP::get(compute_type(b_, t), s.item());
+  if (is_bool(t)) return b_.getInt1(s.item_int() != 0);
+  return llvm::ConstantInt::get(compute_type(b_, t), static_cast<uint64_t>(s.item_int()), true);
+}
+
+void Emitter::elementwise(const ir::Op& op, std::function<llvm::Value*(const Index&)> gen) {
+  used(op);
+  const Type t = fn_.type(op.results[0]);
+  if (t.is_scalar()) {
+    set_scalar(op.results[0], t.dtype, gen({}));
+    return;
+  }
+  set_lazy(op.results[0], t, op.operands, std::move(gen));
+}
+
+void Emitter::emit_constant(const ir::Op& op) {
+  const Type t = fn_.type(op.results[0]);
+  llvm::Value* c = constant(std::get<ir::Literal>(op.attr), t.dtype);
+  if (t.is_scalar()) set_scalar(op.results[0], t.dtype, c);
+  else set_lazy(op.results[0], t, {}, [c](const Index&) { return c; });
+}
+
+void Emitter::emit_binary(const ir::Op& op) {
+  const DType t = fn_.type(op.operands[0]).dtype;
+  ValueId a = op.operands[0], c = op.operands[1];
+  elementwise(op, [this, k = op.kind, t, a, c](const Index& i) { return binary(k, t, elem(a, i), elem(c, i)); });
+}
+
+void Emitter::emit_unary(const ir::Op& op) {
+  const DType t = fn_.type(op.operands[0]).dtype;
+  ValueId a = op.operands[0];
+  elementwise(op, [this, k = op.kind, t, a](const Index& i) { return unary(k, t, elem(a, i)); });
+}
+
+void Emitter::emit_cast(const ir::Op& op) {
+  const DType from = fn_.type(op.operands[0]).dtype, to = fn_.type(op.results[0]).dtype;
+  ValueId a = op.operands[0];
+  elementwise(op, [this, from, to, a](const Index& i) { return convert(from, to, elem(a, i)); });
+}
+
+void Emitter::emit_select(const ir::Op& op) {
+  ValueId c = op.operands[0], x = op.operands[1], y = op.operands[2];
+  elementwise(op, [this, c, x, y](const Index& i) { return b_.CreateSelect(elem(c, i), elem(x, i), elem(y, i)); });
+}
+
+void Emitter::emit_iota(const ir::Op& op) {
+  const Type t = fn_.type(op.results[0]);
+  const int64_t axis = std::get<int64_t>(op.attr);
+  set_lazy(op.results[0], t, {}, [this, t, axis](const Index& i) { return convert(DType::i64, t.dtype, i[axis]); });
+}
+
+void Emitter::emit_broadcast(const ir::Op& op) {
+  const Type t = fn_.type(op.results[0]);
+  const Shape src = fn_.type(op.operands[0]).shape;
+  ValueId a = op.operands[0];
+  used(op);
+  set_lazy(op.results[0], t, {a}, [this, t, src, a](const Index& i) {
+    Index j;
+    const size_t lead = t.shape.size() - src.size();
+    for (size_t d = 0; d < src.size(); ++d) j.push_back(src[d] == 1 ? b_.getInt64(0) : i[lead + d]);
+    return elem(a, j);
+  });
+}
+
+void Emitter::emit_transpose(const ir::Op& op) {
+  const Type t = fn_.type(op.results[0]);
+  const auto perm = std::get<std::vector<int64_t>>(op.attr);
+  ValueId a = op.operands[0];
+  used(op);
+  set_lazy(op.results[0], t, {a}, [this, perm, a](const Index& i) {
+    Index j(perm.size());
+    for (size_t d = 0; d < perm.size(); ++d) j[perm[d]] = i[d];
+    return elem(a, j);
+  });
+}
+
+void Emitter::emit_reshape(const ir::Op& op) {
+  ValueId a = op.operands[0];
+  used(op);
+  TensorCg& src = tensor(a);
+  if (src.kind == TensorCg::Kind::Scalar) {
+    llvm::Value* s = src.scalar;
+    set_lazy(op.results[0], fn_.type(op.results[0]), {}, [s](const Index&) { return s; });
+    return;
+  }
+  materialize(a);
+  TensorCg r = tensor(a);
+  r.shape = fn_.type(op.results[0]).shape;
+  values_[op.results[0]] = r;
+}
+
+void Emitter::reduce(const ir::Op& op) {
+  const ValueId src = op.operands[0];
+  const Type st = fn_.type(src), t = fn_.type(op.results[0]);
+  const auto axes = std::get<std::vector<int64_t>>(op.attr);
+  used(op);
+  prepare(src);
+  const DType dtype = st.dtype;
+  llvm::Type* ct = compute_type(b_, dtype);
+  const bool fp = ct->isFloatingPointTy();
+  std::vector<int64_t> kept;
+  Shape reduced;
+  for (int64_t d = 0; d < st.rank(); ++d) {
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(d);
+    else reduced.push_back(st.shape[d]);
+  }
+  llvm::Value* init;
+  if (op.kind == OpKind::ReduceSum) init = llvm::Constant::getNullValue(ct);
+  else if (fp) init = llvm::ConstantFP::getInfinity(ct, op.kind == OpKind::ReduceMax);
+  else if (is_bool(dtype)) init = b_.getInt1(op.kind == OpKind::ReduceMin);
+  else init = op.kind == OpKind::ReduceMax ? llvm::ConstantInt::get(ct, llvm::APInt::getSignedMinValue(ct->getIntegerBitWidth()))
+                                           : llvm::ConstantInt::get(ct, llvm::APInt::getSignedMaxValue(ct->getIntegerBitWidth()));
+  llvm::Value* acc_slot = entry_alloca(ct, 1);
+  llvm::Value* out = temp(std::max<int64_t>(1, t.num_elements()) * dtype_size(dtype));
+  const OpKind kind = op.kind == OpKind::ReduceSum ? OpKind::Add : op.kind == OpKind::ReduceMax ? OpKind::Max : OpKind::Min;
+  loop_nest(t.shape, [&](const Index& o) {
+    b_.CreateStore(init, acc_slot);
+    // The reduced dims in increasing order, innermost last: the runtime's summation order.
+    loop_nest(reduced, [&](const Index& r) {
+      Index full(st.shape.size());
+      for (size_t i = 0; i < kept.size(); ++i) full[kept[i]] = o[i];
+      size_t ri = 0;
+      for (int64_t d = 0; d < st.rank(); ++d)
+        if (std::find(axes.begin(), axes.end(), d) != axes.end()) full[d] = r[ri++];
+      llvm::Value* cur = b_.CreateLoad(ct, acc_slot);
+      llvm::Value* x = elem(src, full);
+      // Floats accumulate in f32 (f64 for f64) without rounding to the dtype until the end.
+      llvm::Value* next = fp ? binary(kind, dtype == DType::f64 ? DType::f64 : DType::f32, cur, x)
+                             : (is_bool(dtype) ? (kind == OpKind::Min ? b_.CreateAnd(cur, x) : b_.CreateOr(cur, x))
+                                               : binary(kind, dtype, cur, x));
+      b_.CreateStore(next, acc_slot);
+    });
+    llvm::Value* result = round_to(b_, dtype, b_.CreateLoad(ct, acc_slot));
+    store_element(b_, dtype, element_address(b_, dtype, out, t.shape.empty() ? b_.getInt64(0) : linear(o, t.shape)), result);
+  });
+  if (t.is_scalar()) {
+    set_scalar(op.results[0], dtype, load_element(b_, dtype, out));
+    return;
+  }
+  TensorCg m;
+  m.kind = TensorCg::Kind::Buffer;
+  m.dtype = dtype;
+  m.shape = t.shape;
+  m.buffer = out;
+  values_[op.results[0]] = std::move(m);
+}
+
+}  // namespace tessera::jit::cg
