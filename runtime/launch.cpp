@@ -145,6 +145,31 @@ void run_cores(Launch& launch, int num_cores, const std::function<void(int core)
     if (e) std::rethrow_exception(e);
 }
 
+void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function<void(int64_t device)>& body) {
+  MeshRun run(mesh);
+  const size_t n = static_cast<size_t>(mesh->size());
+  Failures failures(n);
+  run_concurrently(n, /*caller_runs_first=*/false, failures, [&](size_t i) {
+    const int64_t d = static_cast<int64_t>(i);
+    DeviceContext device{mesh, d, mesh->coords(d), &run, 0};
+    const DeviceScope scope(&device);
+    // The failure is recorded before the device counts as stopped: the ones that then fail waiting
+    // for it come later.
+    std::string why = "its function returned";
+    try {
+      body(d);
+    } catch (const std::exception& e) {
+      failures.record(i, std::current_exception());
+      why = fmt::format("its function threw: {}", e.what());
+    } catch (...) {
+      failures.record(i, std::current_exception());
+      why = "its function threw";
+    }
+    run.device_stopped(d, why);
+  });
+  if (const size_t first = failures.first(); first < n) std::rethrow_exception(failures.error(first));
+}
+
 namespace {
 std::mutex g_print_mutex;
 std::function<void(std::string_view)> g_print_sink;

@@ -2,7 +2,8 @@
 // running the cores on threads, and the state the cores of one launch share (the output blocks
 // already written back, cancellation after a failure, debug printing).
 //
-// Runtime layer. Backends run one core's steps; this file decides which steps and collects errors.
+// Runtime layer. Backends run one core's steps; this file decides which steps and collects errors,
+// and runs a shard_map's devices (run_on_devices).
 #pragma once
 
 #include <atomic>
@@ -131,6 +132,11 @@ void begin_pipeline(CoreContext& core, int64_t id);
 // throws, the launch is cancelled and, after all cores stopped, the failure of the lowest failing
 // core is rethrown.
 void run_cores(Launch& launch, int num_cores, const std::function<void(int core)>& body);
+
+// A shard_map: runs body(device) once per device of `mesh`, each on a thread of its own with its
+// device current (rt::current_device()), as one MeshRun for the collective launches they make.
+// Rethrows the first failure once every device stopped.
+void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function<void(int64_t device)>& body);
 
 // Where debug_print output goes: stdout unless a sink is set (tests capture it). Thread-safe.
 void set_debug_print_sink(std::function<void(std::string_view)> sink);

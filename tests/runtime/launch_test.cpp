@@ -1,9 +1,12 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <stdexcept>
 
 #include "runtime/launch.h"
+#include "runtime/thread_pool.h"
 
 using namespace tessera;
 using namespace tessera::rt;
@@ -59,5 +62,22 @@ TEST_SUITE("runtime") {
     CHECK(launch.record_writeback(2, b));
     CHECK(launch.record_writeback(3, a));
     CHECK_FALSE(launch.record_writeback(2, a));
+  }
+  TEST_CASE("launch: concurrent bodies may block on each other, and their failures come back") {
+    std::mutex mutex;
+    std::condition_variable changed;
+    int arrived = 0;
+    Failures failures(3);
+    run_concurrently(3, true, failures, [&](size_t i) {
+      std::unique_lock lock(mutex);
+      ++arrived;
+      changed.notify_all();
+      changed.wait(lock, [&] { return arrived == 3; });  // every body waits for all the others
+      if (i == 2) throw std::runtime_error("body 2 failed");
+    });
+    CHECK(failures.first() == 2);
+    CHECK(failures.order(2) == 1);
+    CHECK_FALSE(failures.error(0));
+    CHECK_FALSE(failures.error(1));
   }
 }
