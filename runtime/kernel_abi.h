@@ -78,6 +78,9 @@ void tessera_rt_debug_print(tessera::rt::CoreContext* core, int32_t op, const vo
 
 namespace tessera::rt {
 
+// A compiled kernel's entry point (the uniform signature above).
+using KernelEntry = void (*)(void* const* operands, int64_t first_step, int64_t end_step, CoreContext* core);
+
 // The ABI functions by name, for the JIT to bind.
 std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols();
 

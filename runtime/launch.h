@@ -1,9 +1,10 @@
-// Launching a kernel over a grid: splitting the row-major step order over cores (DESIGN.md §4.11),
-// running the cores on threads, and the state the cores of one launch share (the output blocks
-// already written back, cancellation after a failure, debug printing).
+// Launching kernels: splitting a grid's row-major step order over cores (DESIGN.md §4.11), running
+// the cores on threads, seating them in launch groups on a mesh, and collecting their failures; the
+// state one core and the cores of one launch keep while they run.
 //
-// Runtime layer. Backends run one core's steps; this file decides which steps and collects errors,
-// and runs a shard_map's devices (run_on_devices).
+// Runtime layer. The front end describes what to run (an Executable, runtime/executable.h) and calls
+// launch() for a pallas_call, launch_together() for an mpmd_map and run_on_devices() for a
+// shard_map; backends run one core's steps (rt::Backend).
 #pragma once
 
 #include <atomic>
@@ -132,6 +133,36 @@ void begin_pipeline(CoreContext& core, int64_t id);
 // throws, the launch is cancelled and, after all cores stopped, the failure of the lowest failing
 // core is rethrown.
 void run_cores(Launch& launch, int num_cores, const std::function<void(int core)>& body);
+
+struct Executable;
+
+// A pallas_call: runs `exe` over its grid on the current device (rt::current_device(), none outside
+// a shard_map), its steps split over the cores, and returns its outputs. `args` are the
+// scalar-prefetch operands, then the inputs. A kernel that communicates joins the collective launch
+// of every device of the shard_map (the caller checked that there is one). Throws the failure of the
+// lowest failing core.
+std::vector<Array> launch(const Executable& exe, std::span<const Array> args);
+
+// One participant of launch_together: a point of a mesh running `exe` once, as one core.
+struct Participant {
+  const Executable* exe = nullptr;
+  std::string name;  // in errors: "function 1 (CoreMesh("core", 2)) at core=1"
+  // Its point: what pl::axis_index and device ids in the kernel resolve against (coords are its
+  // grid point), and its place in the group (first_member + logical).
+  DeviceContext point;
+  // Whether the point is a device (named by its coordinates on timelines, current while it runs)
+  // or a core of the device the launch was made on.
+  bool is_device = false;
+};
+
+// An mpmd_map: runs every participant at once, each on a thread of its own, as one launch group
+// (member i: participants[i]) in which they may block on each other. They share the operands, the
+// same layout for all: the inputs (`args`, read in place), the outputs and the scratch operands;
+// semaphores among them start at zero and must be back at zero at the end. `scope` names the launch
+// in errors ("mpmd_map `k`"). Returns the outputs; throws the first participant's own failure (a
+// deadlock report only when there is nothing else), naming it.
+std::vector<Array> launch_together(const std::string& scope, const LaunchKey& key,
+                                   std::span<const Participant> participants, std::span<const Array> args);
 
 // A shard_map: runs body(device) once per device of `mesh`, each on a thread of its own with its
 // device current (rt::current_device()), as one MeshRun for the collective launches they make.

@@ -13,11 +13,11 @@
 #include <string>
 
 #include "jit/ir/ir.h"
-#include "runtime/launch.h"
+#include "runtime/kernel_abi.h"
 
 namespace tessera::jit {
 
-using KernelEntry = void (*)(void* const* operands, int64_t first_step, int64_t end_step, rt::CoreContext* core);
+using KernelEntry = rt::KernelEntry;
 
 class LoadedObject;
 
