@@ -62,7 +62,8 @@ bool Launch::record_writeback(int64_t operand, std::span<const int64_t> starts) 
   return written_.insert(std::move(key)).second;
 }
 
-CoreContext::CoreContext(Launch& l, int core, const ir::Function* f) : launch(l), point{l.device(), core, {}, {}}, fn(f) {
+CoreContext::CoreContext(Launch& l, int core, const ir::Function* f, const DeviceContext* d)
+    : launch(l), point{l.device(), core, {}, {}}, fn(f), device(d) {
   dma.identify(l.device(), core);
   if (timeline::recording()) timeline.kernel_start = timeline::now_us();
 }
@@ -107,20 +108,32 @@ void kernel_scope(CoreContext& core, const std::string& name, bool start) {
 
 void CoreContext::add_region(int64_t key, const void* data, int64_t bytes) {
   const auto* lo = static_cast<const std::byte*>(data);
-  for (MemoryRegion& r : regions)
+  for (MemoryRegion& r : regions_)
     if (r.key == key) {
       r = MemoryRegion{key, lo, lo + bytes};
       return;
     }
-  regions.push_back(MemoryRegion{key, lo, lo + bytes});
+  regions_.push_back(MemoryRegion{key, lo, lo + bytes});
 }
 
-void begin_pipeline(CoreContext& core, int64_t id) { core.nested_writebacks[id].clear(); }
+const MemoryRegion* CoreContext::region_containing(const std::byte* p, int64_t extent) const {
+  for (const MemoryRegion& r : regions_)
+    if (p >= r.lo && p + extent <= r.hi) return &r;
+  return nullptr;
+}
+
+const MemoryRegion* CoreContext::region(int64_t key) const {
+  for (const MemoryRegion& r : regions_)
+    if (r.key == key) return &r;
+  return nullptr;
+}
+
+void begin_pipeline(CoreContext& core, int64_t id) { core.nested_writebacks_[id].clear(); }
 
 void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts) {
   if (attr.aliased) return;
   const bool first = attr.pipeline == 0 ? core.launch.record_writeback(attr.operand, starts)
-                                        : core.nested_writebacks[attr.pipeline].insert(block_key(attr.operand, starts)).second;
+                                        : core.nested_writebacks_[attr.pipeline].insert(block_key(attr.operand, starts)).second;
   if (first) return;
   throw Fault(fmt::format(
       "{} is revisited non-consecutively: its block at element offset ({}) is written back a second time, after the "
@@ -250,8 +263,7 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args) {
   auto run_core = [&](int core, const OperandMemory& mem, bool dma_worker) {
     const StepRange range = split.ranges[core];
     if (range.lo >= range.hi) return;
-    CoreContext ctx(launch, core, &exe.lowered);
-    ctx.device = device;
+    CoreContext ctx(launch, core, &exe.lowered, device);
     run_one_core(exe, ctx, mem, range, group.get(), Seat{member, core}, static_cast<uint64_t>(core), dma_worker);
   };
   if (checked) {
@@ -340,9 +352,8 @@ std::vector<Array> launch_together(const std::string& scope, const LaunchKey& ke
     const DeviceScope device_scope(who.is_device ? &point : outer);
     const int64_t device = who.is_device ? point.logical : (outer ? outer->logical : 0);
     Launch launch(static_cast<int>(device), who.exe->name());
-    CoreContext ctx(launch, static_cast<int>(i), &who.exe->lowered);
+    CoreContext ctx(launch, static_cast<int>(i), &who.exe->lowered, &point);
     ctx.point.grid_point = point.coords;  // the grid is the mesh
-    ctx.device = &point;
     // Compiled copies are eager in a group: none is left pending when the kernel returns.
     run_one_core(*who.exe, ctx, mem.view(), StepRange{}, &group, Seat{static_cast<int64_t>(i), 0}, i, false);
   });

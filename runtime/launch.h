@@ -72,9 +72,6 @@ class Launch {
 };
 
 
-// One core's state while it runs a kernel. Errors report `point`. Compiled kernels also keep here
-// the lowered IR (their calls into the runtime name ops by index), their allocations, and the first
-// failure, which the host throws after the kernel returned.
 // A piece of a core's memory that remote copies and signals can address: an operand (key -1 - k) or
 // an allocation (key: its alloc op). The same key names the corresponding memory on every device.
 struct MemoryRegion {
@@ -83,8 +80,12 @@ struct MemoryRegion {
   const std::byte* hi;
 };
 
+// One core's state while it runs a kernel. Errors report `point`. Compiled kernels also keep here
+// the lowered IR (their calls into the runtime name ops by index), their allocations, and the first
+// failure, which the host throws after the kernel returned.
 struct CoreContext {
-  CoreContext(Launch& l, int core, const ir::Function* f = nullptr);
+  // `device`: the device it runs on inside a shard_map (or the mpmd_map participant's point).
+  CoreContext(Launch& l, int core, const ir::Function* f = nullptr, const DeviceContext* device = nullptr);
   ~CoreContext();  // ends the core's spans on the timeline
   CoreContext(const CoreContext&) = delete;
   CoreContext& operator=(const CoreContext&) = delete;
@@ -92,20 +93,25 @@ struct CoreContext {
   Launch& launch;
   ExecutionPoint point;
   const ir::Function* fn = nullptr;
+  const DeviceContext* device = nullptr;
   bool zero_uninitialized = false;
   // Memory a compiled kernel allocates, in the order it asks for it; a launch may hand in the
   // buffers of an earlier launch of the same kernel, which are then reused (and re-poisoned).
   std::vector<std::unique_ptr<Buffer>> allocations;
   size_t next_allocation = 0;
   std::optional<RuntimeError> fault;
-  // Blocks written back by the current run of each nested pipeline (emit_pipeline), by pipeline id.
-  std::map<int64_t, std::unordered_set<std::string>> nested_writebacks;
-  // On a mesh: the device, and the group of a collective launch (DESIGN.md §4b).
-  const DeviceContext* device = nullptr;
-  LaunchGroup* group = nullptr;
-  Seat seat;  // in the group
-  std::vector<MemoryRegion> regions;
+
+  // The group of a collective launch or an mpmd_map (DESIGN.md §4b), and the core's seat there:
+  // set while a GroupMembership holds the core; no group otherwise.
+  LaunchGroup* group() const { return group_; }
+  Seat seat() const { return seat_; }
+
+  // The memory other participants may address: registered as the kernel gets it (again under the
+  // same key: moved), found by address here and by key on the other side.
   void add_region(int64_t key, const void* data, int64_t bytes);
+  const MemoryRegion* region_containing(const std::byte* p, int64_t extent) const;
+  const MemoryRegion* region(int64_t key) const;
+
   // What the timeline needs (timeline.h), while recording: when the kernel and the current grid step
   // began, the step's name, and the named scopes open in the kernel.
   struct TimelineState {
@@ -115,6 +121,17 @@ struct CoreContext {
   } timeline;
   // Declared last, so that it stops (waits for its copies) before the memory above goes away.
   DmaEngine dma;
+
+ private:
+  friend class GroupMembership;
+  friend void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts);
+  friend void begin_pipeline(CoreContext& core, int64_t id);
+
+  LaunchGroup* group_ = nullptr;
+  Seat seat_;
+  std::vector<MemoryRegion> regions_;
+  // Blocks written back by the current run of each nested pipeline (emit_pipeline), by pipeline id.
+  std::map<int64_t, std::unordered_set<std::string>> nested_writebacks_;
 };
 
 // Records a block written back by a writeback_block op and faults on a non-consecutive revisit

@@ -76,7 +76,7 @@ void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
   try {
     collective_ready(ctx);
   } catch (const Fault& f) {
-    throw RuntimeError(f.what(), ctx.point, ctx.group ? ctx.group->key().loc : SourceLoc{});
+    throw RuntimeError(f.what(), ctx.point, ctx.group() ? ctx.group()->key().loc : SourceLoc{});
   }
   exec_region(frame, fn_.body, std::move(params));
   // The kernel's copies land before it counts as finished: in a launch group others may wait for them.
