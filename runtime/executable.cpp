@@ -19,16 +19,16 @@ int Executable::num_outputs() const {
   return n;
 }
 
-Executable::Split Executable::split_for(int cores) const {
+const Executable::Split& Executable::split_for(int cores) const {
   std::lock_guard lock(mutex_);
-  if (split_.cores != cores) {
-    split_.cores = cores;
-    split_.ranges = split_steps(grid, semantics, cores);
-    split_.active = 0;
+  auto [it, fresh] = splits_.try_emplace(cores);
+  Split& split = it->second;
+  if (fresh) {
+    split.ranges = split_steps(grid, semantics, cores);
     for (int c = 0; c < cores; ++c)
-      if (split_.ranges[c].lo < split_.ranges[c].hi) split_.active = c + 1;
+      if (split.ranges[c].lo < split.ranges[c].hi) split.active = c + 1;
   }
-  return split_;
+  return split;
 }
 
 std::vector<std::unique_ptr<Buffer>> Executable::take_arena() const {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -106,20 +107,20 @@ struct Executable {
   int num_outputs() const;
 
   // How the grid's steps split over `cores` cores, and how many of them have any (later ones have
-  // nothing to do). Remembered for the last core count asked for.
+  // nothing to do). Made once per core count and kept as long as the executable, so that a launch
+  // reads it without copying.
   struct Split {
-    int cores = 0;
     int active = 0;
     std::vector<StepRange> ranges;
   };
-  Split split_for(int cores) const;
+  const Split& split_for(int cores) const;
   // Memory compiled kernels allocated in earlier launches, for the next launches to reuse.
   std::vector<std::unique_ptr<Buffer>> take_arena() const;
   void give_arena(std::vector<std::unique_ptr<Buffer>> arena) const;
 
  private:
   mutable std::mutex mutex_;
-  mutable Split split_;
+  mutable std::map<int, Split> splits_;  // by core count; its nodes never move
   mutable std::vector<std::vector<std::unique_ptr<Buffer>>> arenas_;
 };
 

@@ -257,7 +257,7 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args) {
   const int cores = checked  ? exe.checked.count
                     : device ? std::max<int>(1, num_threads() / static_cast<int>(device->mesh->size()))
                              : num_threads();
-  const Executable::Split split = exe.split_for(cores);
+  const Executable::Split& split = exe.split_for(cores);
   const std::shared_ptr<LaunchGroup> group = join_collective(exe, device, split.active);
   const int64_t member = device ? device->logical : 0;
   auto run_core = [&](int core, const OperandMemory& mem, bool dma_worker) {
