@@ -217,8 +217,7 @@ std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, 
 
 std::vector<Array> MpmdImpl::run(std::span<const Array> args, SourceLoc loc) {
   const std::shared_ptr<const Programs> progs = programs(args, loc);
-  return rt::launch_together(fmt::format("mpmd_map `{}`", name_), rt::LaunchKey{name_, std::nullopt, spec_.loc},
-                             progs->participants, args);
+  return rt::launch_together(fmt::format("mpmd_map `{}`", name_), progs->participants, args);
 }
 
 bool mpmd_interpreted(const MpmdImpl& call) { return call.interpreted(); }

@@ -332,15 +332,15 @@ void check_operand_semaphores(const Executable& exe, const CheckedMemory& mem, c
 
 }  // namespace
 
-std::vector<Array> launch_together(const std::string& scope, const LaunchKey& key,
-                                   std::span<const Participant> participants, std::span<const Array> args) {
+std::vector<Array> launch_together(const std::string& scope, std::span<const Participant> participants,
+                                   std::span<const Array> args) {
   // Every participant's executable has the same operands: the shared memory is made once.
   const Executable& layout = *participants[0].exe;
   const CheckedMemory mem =
       checked_memory(layout, args, layout.backend->checked() && layout.checked.zero_uninitialized);
   std::vector<std::string> names;
   for (const Participant& p : participants) names.push_back(p.name);
-  LaunchGroup group(std::move(names), scope, key, 1, /*entry_barrier=*/false);
+  LaunchGroup group(std::move(names), scope, layout.key, 1, /*entry_barrier=*/false);
 
   DeviceContext* outer = current_device();
   Failures failures(participants.size());

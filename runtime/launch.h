@@ -178,8 +178,8 @@ struct Participant {
 // semaphores among them start at zero and must be back at zero at the end. `scope` names the launch
 // in errors ("mpmd_map `k`"). Returns the outputs; throws the first participant's own failure (a
 // deadlock report only when there is nothing else), naming it.
-std::vector<Array> launch_together(const std::string& scope, const LaunchKey& key,
-                                   std::span<const Participant> participants, std::span<const Array> args);
+std::vector<Array> launch_together(const std::string& scope, std::span<const Participant> participants,
+                                   std::span<const Array> args);
 
 // A shard_map: runs body(device) once per device of `mesh`, each on a thread of its own with its
 // device current (rt::current_device()), as one MeshRun for the collective launches they make.

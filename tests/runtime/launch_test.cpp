@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -153,5 +154,38 @@ TEST_SUITE("runtime") {
     CHECK(failures.order(2) == 1);
     CHECK_FALSE(failures.error(0));
     CHECK_FALSE(failures.error(1));
+  }
+
+  TEST_CASE("launch: participants launched together share their operands, and a failure names its participant") {
+    // A backend that fails, or writes its participant's number into its element of the shared output.
+    class MarkOrFail final : public Backend {
+     public:
+      explicit MarkOrFail(bool fail) : fail_(fail) {}
+      bool checked() const override { return true; }
+      void run_core(CoreContext& core, const OperandMemory& operands, StepRange) const override {
+        if (fail_) throw RuntimeError("it failed", core.point, {});
+        static_cast<float*>(operands.data[1])[core.device->logical] = static_cast<float>(core.device->logical);
+      }
+
+     private:
+      bool fail_;
+    };
+    Executable mark, fail;
+    describe_add_one(mark, true);
+    describe_add_one(fail, true);
+    mark.backend = std::make_unique<MarkOrFail>(false);
+    fail.backend = std::make_unique<MarkOrFail>(true);
+    auto mesh = std::make_shared<const Mesh>(std::vector<int64_t>{4}, std::vector<std::string>{"core"});
+    auto participant = [&](const Executable& exe, std::string name, int64_t point) {
+      return Participant{&exe, std::move(name), DeviceContext{mesh, point, mesh->coords(point), nullptr, 0, 0}, false};
+    };
+    const std::vector<Array> x{Array::from_vector(std::vector<float>{1, 2, 3, 4}, {4})};
+    std::vector<Participant> all;
+    for (int64_t p = 0; p < 4; ++p) all.push_back(participant(mark, fmt::format("marker {}", p), p));
+    std::vector<Array> out = launch_together("mpmd_map `t`", all, x);
+    CHECK(out.at(0).to_vector<float>() == std::vector<float>{0, 1, 2, 3});
+    all[2] = participant(fail, "the failing one", 2);
+    CHECK_THROWS_WITH_AS(launch_together("mpmd_map `t`", all, x), doctest::Contains("mpmd_map `t`, the failing one: it failed"),
+                         RuntimeError);
   }
 }
