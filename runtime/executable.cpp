@@ -4,15 +4,6 @@
 
 namespace tessera::rt {
 
-int Executable::output_operand(int o) const {
-  int k = 0;
-  for (const OperandInfo& op : operands) {
-    if (op.role == OperandRole::output && o-- == 0) return k;
-    ++k;
-  }
-  return -1;
-}
-
 int Executable::num_outputs() const {
   int n = 0;
   for (const OperandInfo& op : operands) n += op.role == OperandRole::output;

@@ -90,6 +90,8 @@ struct Executable {
 
   LaunchKey key;  // the kernel's name, collective id and call site
   ir::Function lowered;
+  // The ref parameters of `lowered`, in order: the call's arguments (scalar-prefetch operands, then
+  // inputs), the outputs, then scratch the launch provides (an mpmd_map's shared scratch).
   std::vector<OperandInfo> operands;
   // input_output_aliases: (operand index of the input, output number); the output is a copy of the
   // input and the kernel sees one buffer for both.
@@ -102,8 +104,6 @@ struct Executable {
   CheckedCores checked;
 
   const std::string& name() const { return key.kernel; }
-  // The operand index of output `o`.
-  int output_operand(int o) const;
   int num_outputs() const;
 
   // How the grid's steps split over `cores` cores, and how many of them have any (later ones have
