@@ -2,11 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
-#include <exception>
-#include <thread>
-
-#include "runtime/collective.h"
+#include "runtime/launch.h"
 #include "runtime/mesh.h"
 #include "runtime/timeline.h"
 
@@ -36,42 +32,15 @@ std::vector<ShardedArray> run_shard_map(const ShardMapSpec& spec, int arity,
     inputs.push_back(device_put(whole, sharding));
   }
 
-  // One thread per device, each with its device current.
-  rt::MeshRun run(spec.mesh);
+  // f on every device, each on a thread of its own with its device current.
   const int64_t n = mesh.size();
   std::vector<std::vector<Array>> results(static_cast<size_t>(n));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  std::vector<int64_t> error_order(static_cast<size_t>(n), 0);
-  std::atomic<int64_t> next_error{1};
-  std::vector<std::thread> threads;
-  for (int64_t d = 0; d < n; ++d) {
-    threads.emplace_back([&, d] {
-      rt::DeviceContext device{spec.mesh, d, mesh.coords(d), &run, 0};
-      rt::DeviceScope scope(&device);
-      std::string why = "its function returned";
-      try {
-        rt::timeline::Scope span(rt::timeline::Track::host(), "shard_map", "scope");
-        std::vector<Array> local;
-        for (const ShardedArray& in : inputs) local.push_back(in.shard(d));
-        results[d] = f(local);
-      } catch (const std::exception& e) {
-        errors[d] = std::current_exception();
-        error_order[d] = next_error++;
-        why = fmt::format("its function threw: {}", e.what());
-      } catch (...) {
-        errors[d] = std::current_exception();
-        error_order[d] = next_error++;
-        why = "its function threw";
-      }
-      run.device_stopped(d, why);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  // The first failure is the cause; later ones (devices left waiting for it) are consequences.
-  int64_t first = -1;
-  for (int64_t d = 0; d < n; ++d)
-    if (errors[d] && (first < 0 || error_order[d] < error_order[first])) first = d;
-  if (first >= 0) std::rethrow_exception(errors[first]);
+  rt::run_on_devices(spec.mesh, [&](int64_t d) {
+    rt::timeline::Scope span(rt::timeline::Track::host(), "shard_map", "scope");
+    std::vector<Array> local;
+    for (const ShardedArray& in : inputs) local.push_back(in.shard(d));
+    results[d] = f(local);
+  });
 
   // Assemble each output from the devices' blocks.
   std::vector<ShardedArray> outputs;

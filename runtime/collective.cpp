@@ -229,8 +229,8 @@ std::string LaunchGroup::report() const {
 
 GroupMembership::GroupMembership(LaunchGroup* group, Seat seat, CoreContext& core) : group_(group), seat_(seat) {
   if (!group_) return;
-  core.group = group_;
-  core.seat = seat_;
+  core.group_ = group_;
+  core.seat_ = seat_;
   core.dma.join(group_, seat_.member, seat_.core);
   group_->join(seat_, &core);
 }
@@ -240,12 +240,11 @@ GroupMembership::~GroupMembership() {
 }
 
 void collective_ready(CoreContext& core) {
-  if (!core.group) return;
-  core.group->ready(core.seat, core.group->key().loc);
+  if (LaunchGroup* group = core.group()) group->ready(core.seat(), group->key().loc);
 }
 
 void collective_finish(CoreContext& core) {
-  if (core.group) core.group->finish(core.seat);
+  if (LaunchGroup* group = core.group()) group->finish(core.seat());
 }
 
 int64_t target_device(const Mesh& mesh, std::span<const int64_t> ids, bool logical) {
@@ -266,12 +265,9 @@ namespace {
 // The address on `to` of what [p, p + extent) is on `from`: the same offset into the memory with the
 // same key (the same operand or allocation).
 std::byte* translate(const CoreContext& from, const CoreContext& to, const std::byte* p, int64_t extent, const char* what) {
-  for (const MemoryRegion& r : from.regions) {
-    if (p < r.lo || p + extent > r.hi) continue;
-    for (const MemoryRegion& t : to.regions)
-      if (t.key == r.key && (p - r.lo) + extent <= t.hi - t.lo) return const_cast<std::byte*>(t.lo + (p - r.lo));
-    break;
-  }
+  if (const MemoryRegion* r = from.region_containing(p, extent))
+    if (const MemoryRegion* t = to.region(r->key); t && (p - r->lo) + extent <= t->hi - t->lo)
+      return const_cast<std::byte*>(t->lo + (p - r->lo));
   throw Fault(fmt::format("{} is not memory the other device's kernel has: it must be an operand, scratch or run_scoped "
                           "buffer of the kernel (a window of one), which every device has",
                           what));
@@ -283,7 +279,7 @@ std::atomic_ref<int64_t> counter(int64_t* sem) { return std::atomic_ref<int64_t>
 int64_t member_of(const CoreContext& core, int64_t target) { return core.device->first_member + target; }
 
 void require_group(const CoreContext& core) {
-  if (!core.group || !core.device)
+  if (!core.group() || !core.device)
     throw Fault("a remote copy or signal outside a collective launch: run the kernel inside pl::shard_map");
 }
 
@@ -297,7 +293,7 @@ void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_
   timeline::Scope span(timeline::Track::copies(core.device->logical, core.point.core),
                        timeline::recording() ? fmt::format("remote copy {} B to device {}", bytes, target) : "", "dma");
   const int64_t extent = window_extent(shape, dst_strides, es);
-  core.group->with_target(core.seat, member_of(core, target), "a remote copy", loc, [&](CoreContext& t) {
+  core.group()->with_target(core.seat(), member_of(core, target), "a remote copy", loc, [&](CoreContext& t) {
     std::byte* to = translate(core, t, dst, extent, "the destination of a remote copy");
     auto* recv = reinterpret_cast<int64_t*>(
         translate(core, t, reinterpret_cast<const std::byte*>(recv_sem), sizeof(int64_t), "the receive semaphore"));
@@ -310,7 +306,7 @@ void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_
 void remote_signal(CoreContext& core, const int64_t* sem, int64_t inc, int64_t target, SourceLoc loc) {
   require_group(core);
   if (inc < 0) throw Fault(fmt::format("semaphore_signal by {}: a signal adds a non-negative amount", inc));
-  core.group->with_target(core.seat, member_of(core, target), "a remote semaphore_signal", loc,
+  core.group()->with_target(core.seat(), member_of(core, target), "a remote semaphore_signal", loc,
                           [&](CoreContext& t) {
                             auto* to = reinterpret_cast<int64_t*>(translate(
                                 core, t, reinterpret_cast<const std::byte*>(sem), sizeof(int64_t), "the signalled semaphore"));

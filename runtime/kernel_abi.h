@@ -56,6 +56,9 @@ namespace abi {
 #undef TESSERA_RT_FUNCTION
 }  // namespace abi
 
+// A compiled kernel's entry point, as the launcher calls it.
+using KernelEntry = KernelFunction*;
+
 // The ABI functions by name, for the JIT to bind.
 std::vector<std::pair<std::string_view, void*>> kernel_abi_symbols();
 

@@ -9,6 +9,7 @@
 #include <exception>
 #include <thread>
 
+#include "runtime/executable.h"
 #include "runtime/thread_pool.h"
 #include "runtime/timeline.h"
 
@@ -61,7 +62,8 @@ bool Launch::record_writeback(int64_t operand, std::span<const int64_t> starts) 
   return written_.insert(std::move(key)).second;
 }
 
-CoreContext::CoreContext(Launch& l, int core, const ir::Function* f) : launch(l), point{l.device(), core, {}, {}}, fn(f) {
+CoreContext::CoreContext(Launch& l, int core, const ir::Function* f, const DeviceContext* d)
+    : launch(l), point{l.device(), core, {}, {}}, fn(f), device(d) {
   dma.identify(l.device(), core);
   if (timeline::recording()) timeline.kernel_start = timeline::now_us();
 }
@@ -106,20 +108,32 @@ void kernel_scope(CoreContext& core, const std::string& name, bool start) {
 
 void CoreContext::add_region(int64_t key, const void* data, int64_t bytes) {
   const auto* lo = static_cast<const std::byte*>(data);
-  for (MemoryRegion& r : regions)
+  for (MemoryRegion& r : regions_)
     if (r.key == key) {
       r = MemoryRegion{key, lo, lo + bytes};
       return;
     }
-  regions.push_back(MemoryRegion{key, lo, lo + bytes});
+  regions_.push_back(MemoryRegion{key, lo, lo + bytes});
 }
 
-void begin_pipeline(CoreContext& core, int64_t id) { core.nested_writebacks[id].clear(); }
+const MemoryRegion* CoreContext::region_containing(const std::byte* p, int64_t extent) const {
+  for (const MemoryRegion& r : regions_)
+    if (p >= r.lo && p + extent <= r.hi) return &r;
+  return nullptr;
+}
+
+const MemoryRegion* CoreContext::region(int64_t key) const {
+  for (const MemoryRegion& r : regions_)
+    if (r.key == key) return &r;
+  return nullptr;
+}
+
+void begin_pipeline(CoreContext& core, int64_t id) { core.nested_writebacks_[id].clear(); }
 
 void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts) {
   if (attr.aliased) return;
   const bool first = attr.pipeline == 0 ? core.launch.record_writeback(attr.operand, starts)
-                                        : core.nested_writebacks[attr.pipeline].insert(block_key(attr.operand, starts)).second;
+                                        : core.nested_writebacks_[attr.pipeline].insert(block_key(attr.operand, starts)).second;
   if (first) return;
   throw Fault(fmt::format(
       "{} is revisited non-consecutively: its block at element offset ({}) is written back a second time, after the "
@@ -143,6 +157,261 @@ void run_cores(Launch& launch, int num_cores, const std::function<void(int core)
   ThreadPool::global().run(num_cores, run);
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+// ---- launching executables ---------------------------------------------------------------------
+
+namespace {
+
+// Checked buffers over a launch's operands: scalar-prefetch operands copied into SMEM buffers the
+// kernel may write, inputs read in place (read-only), outputs fresh (poisoned, or zeroed when
+// `zero`) or copies of their aliased inputs, scratch operands fresh (semaphores start at zero, as
+// make_buffer makes them). An aliased input is its output's buffer.
+struct CheckedMemory {
+  std::vector<std::unique_ptr<Buffer>> owned;
+  std::vector<Buffer*> buffers;
+  std::vector<void*> data;
+  OperandMemory view() const { return {data, buffers}; }
+  // The outputs, once the kernel finished writing them (they follow the arguments).
+  std::vector<Array> outputs(size_t num_args, int num_outputs) const {
+    std::vector<Array> outs;
+    for (int o = 0; o < num_outputs; ++o) outs.push_back(buffers[num_args + static_cast<size_t>(o)]->array());
+    return outs;
+  }
+};
+
+int aliased_input(const Executable& exe, int output) {
+  for (auto [in, out] : exe.aliases)
+    if (out == output) return in;
+  return -1;
+}
+
+CheckedMemory checked_memory(const Executable& exe, std::span<const Array> args, bool zero) {
+  CheckedMemory m;
+  int output = 0;
+  for (size_t k = 0; k < exe.operands.size(); ++k) {
+    const OperandInfo& op = exe.operands[k];
+    std::unique_ptr<Buffer> b;
+    switch (op.role) {
+      case OperandRole::scalar_prefetch: b = std::make_unique<Buffer>(op.name, args[k], op.space, true); break;
+      case OperandRole::input: b = std::make_unique<Buffer>(op.name, args[k], op.space, false); break;
+      case OperandRole::output:
+        if (const int in = aliased_input(exe, output++); in >= 0)
+          b = std::make_unique<Buffer>(op.name, args[static_cast<size_t>(in)], op.space, true);
+        else
+          b = make_buffer(op.name, op.dtype, op.shape, op.space, zero);
+        break;
+      case OperandRole::scratch: b = make_buffer(op.name, op.dtype, op.shape, op.space, zero); break;
+    }
+    m.buffers.push_back(m.owned.emplace_back(std::move(b)).get());
+  }
+  for (auto [in, out] : exe.aliases) m.buffers[static_cast<size_t>(in)] = m.buffers[args.size() + static_cast<size_t>(out)];
+  for (Buffer* b : m.buffers) m.data.push_back(const_cast<std::byte*>(b->data()));
+  return m;
+}
+
+// Runs one core's share of `exe`: its memory regions (remote copies address them) and semaphores
+// among the operands, its seat in the group (if any), the backend; then its copies stop and the
+// memory a compiled kernel allocated goes back to the executable for the next launch. Throws the
+// core's failure. `index`: the core's number among the launch's (for the on_wait order's seed).
+void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& mem, StepRange steps,
+                  LaunchGroup* group, Seat seat, uint64_t index, bool dma_worker) {
+  const bool checked = exe.backend->checked();
+  if (checked) {
+    ctx.dma.configure(exe.checked.dma, exe.checked.seed + index);
+  } else {
+    ctx.allocations = exe.take_arena();
+    if (dma_worker) ctx.dma.configure(DmaMode::worker, 0);
+  }
+  for (size_t k = 0; k < mem.data.size(); ++k) {
+    const OperandInfo& op = exe.operands[k];
+    ctx.add_region(-1 - static_cast<int64_t>(k), mem.data[k], op.bytes());
+    if (is_semaphore(op.dtype))
+      ctx.dma.add_semaphores(static_cast<const int64_t*>(mem.data[k]), num_elements(op.shape), op.dtype, op.name, false);
+  }
+  {
+    const GroupMembership member(group, seat, ctx);  // other participants stop reaching this core before its memory goes
+    exe.backend->run_core(ctx, mem, steps);
+  }
+  ctx.dma.stop();  // after a failure, copies may still be running into the arena
+  if (!checked) exe.give_arena(std::move(ctx.allocations));
+  if (ctx.fault) throw *ctx.fault;
+}
+
+// The collective launch of every device of the current shard_map that this launch is part of, for a
+// kernel that communicates.
+std::shared_ptr<LaunchGroup> join_collective(const Executable& exe, DeviceContext* device, int cores) {
+  if (!exe.communicates || !device) return nullptr;
+  random_delay();
+  return device->run->join(device->collective_launches++, exe.key, device->logical, cores);
+}
+
+}  // namespace
+
+std::vector<Array> launch(const Executable& exe, std::span<const Array> args) {
+  DeviceContext* device = current_device();
+  Launch launch(device ? static_cast<int>(device->logical) : 0, exe.name());
+  const bool checked = exe.backend->checked();
+  // A checked backend simulates its cores; compiled code runs one core per thread, and on a mesh
+  // the threads are shared by its devices.
+  const int cores = checked  ? exe.checked.count
+                    : device ? std::max<int>(1, num_threads() / static_cast<int>(device->mesh->size()))
+                             : num_threads();
+  const Executable::Split& split = exe.split_for(cores);
+  const std::shared_ptr<LaunchGroup> group = join_collective(exe, device, split.active);
+  const int64_t member = device ? device->logical : 0;
+  auto run_core = [&](int core, const OperandMemory& mem, bool dma_worker) {
+    const StepRange range = split.ranges[core];
+    if (range.lo >= range.hi) return;
+    CoreContext ctx(launch, core, &exe.lowered, device);
+    run_one_core(exe, ctx, mem, range, group.get(), Seat{member, core}, static_cast<uint64_t>(core), dma_worker);
+  };
+  if (checked) {
+    const CheckedMemory mem = checked_memory(exe, args, exe.checked.zero_uninitialized);
+    run_cores(launch, split.active, [&](int core) { run_core(core, mem.view(), false); });
+    return mem.outputs(args.size(), exe.num_outputs());
+  }
+
+  // Compiled code takes raw memory: the outputs are fresh arrays whose elements nobody wrote.
+  std::vector<Array> outs;
+  const int num_outputs = exe.num_outputs();
+  outs.reserve(static_cast<size_t>(num_outputs));
+  for (size_t k = args.size(); k < args.size() + static_cast<size_t>(num_outputs); ++k) {
+    const OperandInfo& op = exe.operands[k];
+    if (const int in = aliased_input(exe, static_cast<int>(k - args.size())); in >= 0) {
+      Array a = args[static_cast<size_t>(in)];
+      a.mutable_data();  // a copy of its own: the caller's input never changes
+      outs.push_back(std::move(a));
+    } else {
+      outs.push_back(Array::empty(op.shape, op.dtype));
+    }
+  }
+  size_t num_prefetch = 0;
+  while (num_prefetch < args.size() && exe.operands[num_prefetch].role == OperandRole::scalar_prefetch) ++num_prefetch;
+  std::vector<Array> prefetch(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(num_prefetch));  // SMEM copies the kernel may write
+  void* data_small[16];
+  std::vector<void*> data_large;
+  const size_t count = args.size() + outs.size();
+  void** data = count <= 16 ? data_small : (data_large.resize(count), data_large.data());
+  for (size_t k = 0; k < num_prefetch; ++k) data[k] = prefetch[k].mutable_data();
+  for (size_t k = num_prefetch; k < args.size(); ++k) data[k] = const_cast<std::byte*>(args[k].data());
+  for (size_t o = 0; o < outs.size(); ++o) data[args.size() + o] = outs[o].mutable_data();
+  for (auto [in, out] : exe.aliases) data[in] = data[args.size() + static_cast<size_t>(out)];
+  const OperandMemory mem{std::span<void* const>(data, count), {}};
+  const bool worker = use_dma_worker(split.active) && !group;
+  if (split.active <= 1) run_core(0, mem, worker);  // no threads to wake
+  else run_cores(launch, split.active, [&](int core) { run_core(core, mem, worker); });
+  return outs;
+}
+
+namespace {
+
+// Semaphores among the operands outlive every participant's kernel: they must be back at zero when
+// the whole launch ends.
+void check_operand_semaphores(const Executable& exe, const CheckedMemory& mem, const std::string& scope,
+                              const ExecutionPoint& where) {
+  for (size_t k = 0; k < exe.operands.size(); ++k) {
+    const OperandInfo& op = exe.operands[k];
+    if (op.role != OperandRole::scratch || !is_semaphore(op.dtype)) continue;
+    const auto* sems = static_cast<const int64_t*>(mem.data[k]);
+    for (int64_t i = 0; i < num_elements(op.shape); ++i) {
+      if (sems[i] == 0) continue;
+      const bool dma = op.dtype == DType::dma_sem;
+      throw RuntimeError(
+          fmt::format("{} `{}`{} is {} when {} ends: a semaphore the participants share must be back at zero by then "
+                      "({}). Wait for every copy that signals it, and wait on a regular semaphore for everything "
+                      "signalled to it",
+                      dma ? "DMA semaphore" : "semaphore", op.name, op.shape.empty() ? "" : fmt::format("[{}]", i),
+                      sems[i], scope,
+                      dma ? fmt::format("a DMA semaphore counts bytes: {} bytes of copies were never waited for", sems[i])
+                          : fmt::format("{} signalled that no semaphore_wait took", sems[i])),
+          where, op.loc);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Array> launch_together(const std::string& scope, std::span<const Participant> participants,
+                                   std::span<const Array> args) {
+  // Every participant's executable has the same operands: the shared memory is made once.
+  const Executable& layout = *participants[0].exe;
+  const CheckedMemory mem =
+      checked_memory(layout, args, layout.backend->checked() && layout.checked.zero_uninitialized);
+  std::vector<std::string> names;
+  for (const Participant& p : participants) names.push_back(p.name);
+  LaunchGroup group(std::move(names), scope, layout.key, 1, /*entry_barrier=*/false);
+
+  DeviceContext* outer = current_device();
+  Failures failures(participants.size());
+  run_concurrently(participants.size(), /*caller_runs_first=*/true, failures, [&](size_t i) {
+    const Participant& who = participants[i];
+    DeviceContext point = who.point;
+    // A device mesh's points are devices (named by their coordinates on timelines); a core mesh's
+    // are cores of the device the launch runs on.
+    const DeviceScope device_scope(who.is_device ? &point : outer);
+    const int64_t device = who.is_device ? point.logical : (outer ? outer->logical : 0);
+    Launch launch(static_cast<int>(device), who.exe->name());
+    CoreContext ctx(launch, static_cast<int>(i), &who.exe->lowered, &point);
+    ctx.point.grid_point = point.coords;  // the grid is the mesh
+    // Compiled copies are eager in a group: none is left pending when the kernel returns.
+    run_one_core(*who.exe, ctx, mem.view(), StepRange{}, &group, Seat{static_cast<int64_t>(i), 0}, i, false);
+  });
+
+  // A participant's own failure is the cause; the deadlock report of the ones left waiting for it is
+  // a consequence (and the cause when there is nothing else). Of several, the first to fail.
+  const std::optional<std::string> deadlock = group.failure();
+  auto consequence = [&](size_t i) {
+    try {
+      std::rethrow_exception(failures.error(i));
+    } catch (const RuntimeError& e) {
+      return deadlock && e.problem() == *deadlock;
+    } catch (...) {
+      return false;
+    }
+  };
+  size_t first = participants.size();
+  for (size_t i = 0; i < participants.size(); ++i) {
+    if (!failures.error(i)) continue;
+    if (first == participants.size() ||
+        std::pair(consequence(i), failures.order(i)) < std::pair(consequence(first), failures.order(first)))
+      first = i;
+  }
+  if (first < participants.size()) {
+    try {
+      std::rethrow_exception(failures.error(first));
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(fmt::format("{}, {}: {}", scope, participants[first].name, e.problem()), e.where(), e.loc());
+    }
+  }
+  check_operand_semaphores(layout, mem, scope,
+                           ExecutionPoint{static_cast<int>(outer ? outer->logical : 0), 0, {}, {}});
+  return mem.outputs(args.size(), layout.num_outputs());
+}
+
+void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function<void(int64_t device)>& body) {
+  MeshRun run(mesh);
+  const size_t n = static_cast<size_t>(mesh->size());
+  Failures failures(n);
+  run_concurrently(n, /*caller_runs_first=*/false, failures, [&](size_t i) {
+    const int64_t d = static_cast<int64_t>(i);
+    DeviceContext device{mesh, d, mesh->coords(d), &run, 0};
+    const DeviceScope scope(&device);
+    // The failure is recorded before the device counts as stopped: the ones that then fail waiting
+    // for it come later.
+    std::string why = "its function returned";
+    try {
+      body(d);
+    } catch (const std::exception& e) {
+      failures.record(i, std::current_exception());
+      why = fmt::format("its function threw: {}", e.what());
+    } catch (...) {
+      failures.record(i, std::current_exception());
+      why = "its function threw";
+    }
+    run.device_stopped(d, why);
+  });
+  if (const size_t first = failures.first(); first < n) std::rethrow_exception(failures.error(first));
 }
 
 namespace {

@@ -1,8 +1,10 @@
-// Launching a kernel over a grid: splitting the row-major step order over cores (DESIGN.md §4.11),
-// running the cores on threads, and the state the cores of one launch share (the output blocks
-// already written back, cancellation after a failure, debug printing).
+// Launching kernels: splitting a grid's row-major step order over cores (DESIGN.md §4.11), running
+// the cores on threads, seating them in launch groups on a mesh, and collecting their failures; the
+// state one core and the cores of one launch keep while they run.
 //
-// Runtime layer. Backends run one core's steps; this file decides which steps and collects errors.
+// Runtime layer. The front end describes what to run (an Executable, runtime/executable.h) and calls
+// launch() for a pallas_call, launch_together() for an mpmd_map and run_on_devices() for a
+// shard_map; backends run one core's steps (rt::Backend).
 #pragma once
 
 #include <atomic>
@@ -70,9 +72,6 @@ class Launch {
 };
 
 
-// One core's state while it runs a kernel. Errors report `point`. Compiled kernels also keep here
-// the lowered IR (their calls into the runtime name ops by index), their allocations, and the first
-// failure, which the host throws after the kernel returned.
 // A piece of a core's memory that remote copies and signals can address: an operand (key -1 - k) or
 // an allocation (key: its alloc op). The same key names the corresponding memory on every device.
 struct MemoryRegion {
@@ -81,8 +80,12 @@ struct MemoryRegion {
   const std::byte* hi;
 };
 
+// One core's state while it runs a kernel. Errors report `point`. Compiled kernels also keep here
+// the lowered IR (their calls into the runtime name ops by index), their allocations, and the first
+// failure, which the host throws after the kernel returned.
 struct CoreContext {
-  CoreContext(Launch& l, int core, const ir::Function* f = nullptr);
+  // `device`: the device it runs on inside a shard_map (or the mpmd_map participant's point).
+  CoreContext(Launch& l, int core, const ir::Function* f = nullptr, const DeviceContext* device = nullptr);
   ~CoreContext();  // ends the core's spans on the timeline
   CoreContext(const CoreContext&) = delete;
   CoreContext& operator=(const CoreContext&) = delete;
@@ -90,20 +93,25 @@ struct CoreContext {
   Launch& launch;
   ExecutionPoint point;
   const ir::Function* fn = nullptr;
+  const DeviceContext* device = nullptr;
   bool zero_uninitialized = false;
   // Memory a compiled kernel allocates, in the order it asks for it; a launch may hand in the
   // buffers of an earlier launch of the same kernel, which are then reused (and re-poisoned).
   std::vector<std::unique_ptr<Buffer>> allocations;
   size_t next_allocation = 0;
   std::optional<RuntimeError> fault;
-  // Blocks written back by the current run of each nested pipeline (emit_pipeline), by pipeline id.
-  std::map<int64_t, std::unordered_set<std::string>> nested_writebacks;
-  // On a mesh: the device, and the group of a collective launch (DESIGN.md §4b).
-  const DeviceContext* device = nullptr;
-  LaunchGroup* group = nullptr;
-  Seat seat;  // in the group
-  std::vector<MemoryRegion> regions;
+
+  // The group of a collective launch or an mpmd_map (DESIGN.md §4b), and the core's seat there:
+  // set while a GroupMembership holds the core; no group otherwise.
+  LaunchGroup* group() const { return group_; }
+  Seat seat() const { return seat_; }
+
+  // The memory other participants may address: registered as the kernel gets it (again under the
+  // same key: moved), found by address here and by key on the other side.
   void add_region(int64_t key, const void* data, int64_t bytes);
+  const MemoryRegion* region_containing(const std::byte* p, int64_t extent) const;
+  const MemoryRegion* region(int64_t key) const;
+
   // What the timeline needs (timeline.h), while recording: when the kernel and the current grid step
   // began, the step's name, and the named scopes open in the kernel.
   struct TimelineState {
@@ -113,6 +121,17 @@ struct CoreContext {
   } timeline;
   // Declared last, so that it stops (waits for its copies) before the memory above goes away.
   DmaEngine dma;
+
+ private:
+  friend class GroupMembership;
+  friend void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts);
+  friend void begin_pipeline(CoreContext& core, int64_t id);
+
+  LaunchGroup* group_ = nullptr;
+  Seat seat_;
+  std::vector<MemoryRegion> regions_;
+  // Blocks written back by the current run of each nested pipeline (emit_pipeline), by pipeline id.
+  std::map<int64_t, std::unordered_set<std::string>> nested_writebacks_;
 };
 
 // Records a block written back by a writeback_block op and faults on a non-consecutive revisit
@@ -131,6 +150,41 @@ void begin_pipeline(CoreContext& core, int64_t id);
 // throws, the launch is cancelled and, after all cores stopped, the failure of the lowest failing
 // core is rethrown.
 void run_cores(Launch& launch, int num_cores, const std::function<void(int core)>& body);
+
+struct Executable;
+
+// A pallas_call: runs `exe` over its grid on the current device (rt::current_device(), none outside
+// a shard_map), its steps split over the cores, and returns its outputs. `args` are the
+// scalar-prefetch operands, then the inputs. A kernel that communicates joins the collective launch
+// of every device of the shard_map (the caller checked that there is one). Throws the failure of the
+// lowest failing core.
+std::vector<Array> launch(const Executable& exe, std::span<const Array> args);
+
+// One participant of launch_together: a point of a mesh running `exe` once, as one core.
+struct Participant {
+  const Executable* exe = nullptr;
+  std::string name;  // in errors: "function 1 (CoreMesh("core", 2)) at core=1"
+  // Its point: what pl::axis_index and device ids in the kernel resolve against (coords are its
+  // grid point), and its place in the group (first_member + logical).
+  DeviceContext point;
+  // Whether the point is a device (named by its coordinates on timelines, current while it runs)
+  // or a core of the device the launch was made on.
+  bool is_device = false;
+};
+
+// An mpmd_map: runs every participant at once, each on a thread of its own, as one launch group
+// (member i: participants[i]) in which they may block on each other. They share the operands, the
+// same layout for all: the inputs (`args`, read in place), the outputs and the scratch operands;
+// semaphores among them start at zero and must be back at zero at the end. `scope` names the launch
+// in errors ("mpmd_map `k`"). Returns the outputs; throws the first participant's own failure (a
+// deadlock report only when there is nothing else), naming it.
+std::vector<Array> launch_together(const std::string& scope, std::span<const Participant> participants,
+                                   std::span<const Array> args);
+
+// A shard_map: runs body(device) once per device of `mesh`, each on a thread of its own with its
+// device current (rt::current_device()), as one MeshRun for the collective launches they make.
+// Rethrows the first failure once every device stopped.
+void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function<void(int64_t device)>& body);
 
 // Where debug_print output goes: stdout unless a sink is set (tests capture it). Thread-safe.
 void set_debug_print_sink(std::function<void(std::string_view)> sink);

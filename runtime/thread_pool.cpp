@@ -99,5 +99,27 @@ void ThreadPool::run(int n, const std::function<void(int)>& fn) {
   task_ = nullptr;
 }
 
+size_t Failures::first() const {
+  size_t first = size();
+  for (size_t i = 0; i < size(); ++i)
+    if (errors_[i] && (first == size() || order_[i] < order_[first])) first = i;
+  return first;
+}
+
+void run_concurrently(size_t n, bool caller_runs_first, Failures& failures, const std::function<void(size_t)>& body) {
+  auto run = [&](size_t i) {
+    try {
+      body(i);
+    } catch (...) {
+      failures.record(i, std::current_exception());
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t i = caller_runs_first ? 1 : 0; i < n; ++i) threads.emplace_back(run, i);
+  if (caller_runs_first && n > 0) run(0);
+  for (std::thread& t : threads) t.join();
+}
+
 }  // namespace rt
 }  // namespace tessera

@@ -1,11 +1,16 @@
-// The thread pool that runs a launch's cores: parallel grid dims are split over its workers
-// (DESIGN.md §5). As many threads as cores by default; pl::set_num_threads(n) or TESSERA_NUM_THREADS
-// change it. Workers sleep on a condition variable between launches.
+// The threads of launches: the pool that runs a launch's cores, whose parallel grid dims are split
+// over its workers (DESIGN.md §5; as many threads as cores by default, pl::set_num_threads(n) or
+// TESSERA_NUM_THREADS change it; workers sleep on a condition variable between launches), and
+// threads of their own for bodies that may block on each other (mpmd_map participants, shard_map
+// devices).
 //
-// Runtime layer.
+// Runtime layer; runtime/launch.cpp is the only user. No other layer starts threads.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -45,6 +50,34 @@ class ThreadPool {
   uint64_t generation_ = 0;
   bool stop_ = false;
 };
+
+// The failures of bodies that ran at the same time, in the order they happened: the first is
+// usually the cause, later ones (the others left waiting for it) consequences.
+class Failures {
+ public:
+  explicit Failures(size_t n) : errors_(n), order_(n, 0) {}
+  // What body i threw (each body records at most once, from its own thread).
+  void record(size_t i, std::exception_ptr e) {
+    errors_[i] = std::move(e);
+    order_[i] = next_++;
+  }
+  size_t size() const { return errors_.size(); }
+  const std::exception_ptr& error(size_t i) const { return errors_[i]; }
+  // 1 for the first failure, 2 for the next, ...; 0 when body i did not fail.
+  int64_t order(size_t i) const { return order_[i]; }
+  // The body that failed first, or size() when none did.
+  size_t first() const;
+
+ private:
+  std::vector<std::exception_ptr> errors_;
+  std::vector<int64_t> order_;
+  std::atomic<int64_t> next_{1};
+};
+
+// Runs body(i) for i in [0, n) at the same time, each on a thread of its own (i = 0 on the caller's
+// when `caller_runs_first`), and returns when all are done. The bodies may block on each other,
+// which tasks of the pool must not. What a body throws is recorded in `failures`.
+void run_concurrently(size_t n, bool caller_runs_first, Failures& failures, const std::function<void(size_t)>& body);
 
 }  // namespace rt
 }  // namespace tessera

@@ -17,11 +17,10 @@
 #include "jit/ir/ir.h"
 #include "jit/llvm/target.h"
 #include "runtime/kernel_abi.h"
-#include "runtime/launch.h"
 
 namespace tessera::jit {
 
-using KernelEntry = rt::KernelFunction*;
+using KernelEntry = rt::KernelEntry;
 
 class LoadedObject;
 

@@ -42,6 +42,18 @@ std::pair<const std::byte*, const std::byte*> extent(const RefView& r) {
 
 Interpreter::Interpreter(const ir::Function& fn, InterpretOptions options) : fn_(fn), options_(options) {}
 
+void Interpreter::run_core(CoreContext& ctx, const OperandMemory& operands, StepRange steps) const {
+  std::vector<Value> params;
+  params.reserve(fn_.params().size());
+  for (Buffer* b : operands.buffers) params.emplace_back(RefView::whole(*b));
+  // A kernel over a grid takes its step range after the operands (an mpmd_map's runs once).
+  if (fn_.params().size() > operands.buffers.size()) {
+    params.emplace_back(Array::scalar(static_cast<double>(steps.lo), DType::index));
+    params.emplace_back(Array::scalar(static_cast<double>(steps.hi), DType::index));
+  }
+  run(ctx, std::move(params));
+}
+
 void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
   Frame frame{ctx, std::vector<Value>(fn_.values.size()), {}, {}};
   for (ir::OpId id = 0; id < fn_.ops.size(); ++id) {
@@ -65,7 +77,7 @@ void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
   try {
     collective_ready(ctx);
   } catch (const Fault& f) {
-    throw RuntimeError(f.what(), ctx.point, ctx.group ? ctx.group->key().loc : SourceLoc{});
+    throw RuntimeError(f.what(), ctx.point, ctx.group() ? ctx.group()->key().loc : SourceLoc{});
   }
   exec_region(frame, fn_.body, std::move(params));
   // The kernel's copies land before it counts as finished: in a launch group others may wait for them.

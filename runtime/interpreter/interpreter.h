@@ -4,7 +4,8 @@
 // fetches must start inside the array, output blocks may not be revisited non-consecutively, and
 // uninitialised memory holds poison (NaN / max-int / true, or zero on request).
 //
-// Runtime layer; the front end hands it the lowered Function and the launch's buffers.
+// Runtime layer: one of the two backends (rt::Backend). The front end builds it over the lowered
+// Function of an Executable; the launch (runtime/launch.h) hands it each core's buffers and steps.
 #pragma once
 
 #include <variant>
@@ -13,6 +14,7 @@
 #include "jit/ir/ir.h"
 #include "jit/ir/operands.h"
 #include "runtime/array.h"
+#include "runtime/executable.h"
 #include "runtime/launch.h"
 #include "runtime/memory.h"
 
@@ -25,15 +27,19 @@ struct InterpretOptions {
 // A run-time value: a tensor (scalar or block) or a ref.
 using Value = std::variant<std::monostate, Array, RefView>;
 
-class Interpreter {
+class Interpreter final : public Backend {
  public:
+  // `fn` must outlive the interpreter.
   Interpreter(const ir::Function& fn, InterpretOptions options);
 
-  // Runs the kernel with one value per parameter (refs to the call's buffers, then the step range).
-  // Failures are RuntimeErrors carrying ctx.point and the op's source line.
-  void run(CoreContext& ctx, std::vector<Value> params) const;
+  bool checked() const override { return true; }
+  // Runs the kernel over the operands' buffers (and, for a kernel over a grid, the steps). Failures
+  // are RuntimeErrors carrying ctx.point and the op's source line.
+  void run_core(CoreContext& ctx, const OperandMemory& operands, StepRange steps) const override;
 
  private:
+  // Runs the kernel with one value per parameter.
+  void run(CoreContext& ctx, std::vector<Value> params) const;
   struct Frame;
   std::vector<Value> exec_region(Frame& frame, ir::RegionId region, std::vector<Value> args) const;
   void exec_op(Frame& frame, const ir::Op& op) const;

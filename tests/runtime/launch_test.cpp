@@ -1,13 +1,56 @@
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <stdexcept>
 
+#include "runtime/executable.h"
 #include "runtime/launch.h"
+#include "runtime/thread_pool.h"
 
 using namespace tessera;
 using namespace tessera::rt;
 using ir::DimSemantics;
+
+namespace {
+
+// A backend of the test's own: each step i writes output[i] = input[i] + 1, and it remembers which
+// core ran which steps. The runtime knows no more of a backend than this.
+class AddOne final : public Backend {
+ public:
+  explicit AddOne(bool checked) : checked_(checked) {}
+  bool checked() const override { return checked_; }
+  void run_core(CoreContext& core, const OperandMemory& operands, StepRange steps) const override {
+    CHECK(operands.buffers.size() == (checked_ ? operands.data.size() : 0));
+    const auto* in = static_cast<const float*>(operands.data[0]);
+    auto* out = static_cast<float*>(operands.data[1]);
+    for (int64_t i = steps.lo; i < steps.hi; ++i) out[i] = in[i] + 1;
+    std::lock_guard lock(mutex_);
+    ran_.emplace_back(core.point.core, steps);
+  }
+  std::vector<std::pair<int, StepRange>> ran() const {
+    std::lock_guard lock(mutex_);
+    return ran_;
+  }
+
+ private:
+  bool checked_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::pair<int, StepRange>> ran_;
+};
+
+void describe_add_one(Executable& exe, bool checked) {
+  exe.key = LaunchKey{"add_one", std::nullopt, {}};
+  exe.operands = {OperandInfo{"input 0", OperandRole::input, DType::f32, {4}, MemorySpace::ANY, {}},
+                  OperandInfo{"output 0", OperandRole::output, DType::f32, {4}, MemorySpace::ANY, {}}};
+  exe.grid = {4};
+  exe.semantics = {DimSemantics::Parallel};
+  exe.backend = std::make_unique<AddOne>(checked);
+}
+
+}  // namespace
 
 TEST_SUITE("runtime") {
   TEST_CASE("launch: parallel dims are split into contiguous chunks per core") {
@@ -59,5 +102,90 @@ TEST_SUITE("runtime") {
     CHECK(launch.record_writeback(2, b));
     CHECK(launch.record_writeback(3, a));
     CHECK_FALSE(launch.record_writeback(2, a));
+  }
+
+  TEST_CASE("launch: an executable runs on any backend, its grid split over the backend's cores") {
+    const Array x = Array::from_vector(std::vector<float>{1, 2, 3, 4}, {4});
+    // A checked backend gets buffers and simulates the cores it asks for.
+    Executable checked;
+    describe_add_one(checked, true);
+    checked.checked.count = 2;
+    std::vector<Array> out = launch(checked, std::vector<Array>{x});
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].to_vector<float>() == std::vector<float>{2, 3, 4, 5});
+    CHECK(x.to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+    auto ran = static_cast<const AddOne&>(*checked.backend).ran();
+    REQUIRE(ran.size() == 2);
+    for (const auto& [core, steps] : ran) CHECK(steps.lo == core * 2);
+    // An unchecked one gets raw memory; without parallel dims one core runs every step.
+    Executable raw;
+    describe_add_one(raw, false);
+    raw.semantics = {DimSemantics::Arbitrary};
+    out = launch(raw, std::vector<Array>{x});
+    CHECK(out[0].to_vector<float>() == std::vector<float>{2, 3, 4, 5});
+    ran = static_cast<const AddOne&>(*raw.backend).ran();
+    REQUIRE(ran.size() == 1);
+    CHECK(ran[0].second.hi == 4);
+  }
+
+  TEST_CASE("launch: an aliased input is its output's memory, and the caller's array never changes") {
+    const Array x = Array::from_vector(std::vector<float>{1, 2, 3, 4}, {4});
+    Executable exe;
+    describe_add_one(exe, false);
+    exe.aliases = {{0, 0}};
+    const std::vector<Array> out = launch(exe, std::vector<Array>{x});
+    CHECK(out[0].to_vector<float>() == std::vector<float>{2, 3, 4, 5});  // in place: each element read before written
+    CHECK(x.to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+  }
+
+  TEST_CASE("launch: concurrent bodies may block on each other, and their failures come back") {
+    std::mutex mutex;
+    std::condition_variable changed;
+    int arrived = 0;
+    Failures failures(3);
+    run_concurrently(3, true, failures, [&](size_t i) {
+      std::unique_lock lock(mutex);
+      ++arrived;
+      changed.notify_all();
+      changed.wait(lock, [&] { return arrived == 3; });  // every body waits for all the others
+      if (i == 2) throw std::runtime_error("body 2 failed");
+    });
+    CHECK(failures.first() == 2);
+    CHECK(failures.order(2) == 1);
+    CHECK_FALSE(failures.error(0));
+    CHECK_FALSE(failures.error(1));
+  }
+
+  TEST_CASE("launch: participants launched together share their operands, and a failure names its participant") {
+    // A backend that fails, or writes its participant's number into its element of the shared output.
+    class MarkOrFail final : public Backend {
+     public:
+      explicit MarkOrFail(bool fail) : fail_(fail) {}
+      bool checked() const override { return true; }
+      void run_core(CoreContext& core, const OperandMemory& operands, StepRange) const override {
+        if (fail_) throw RuntimeError("it failed", core.point, {});
+        static_cast<float*>(operands.data[1])[core.device->logical] = static_cast<float>(core.device->logical);
+      }
+
+     private:
+      bool fail_;
+    };
+    Executable mark, fail;
+    describe_add_one(mark, true);
+    describe_add_one(fail, true);
+    mark.backend = std::make_unique<MarkOrFail>(false);
+    fail.backend = std::make_unique<MarkOrFail>(true);
+    auto mesh = std::make_shared<const Mesh>(std::vector<int64_t>{4}, std::vector<std::string>{"core"});
+    auto participant = [&](const Executable& exe, std::string name, int64_t point) {
+      return Participant{&exe, std::move(name), DeviceContext{mesh, point, mesh->coords(point), nullptr, 0, 0}, false};
+    };
+    const std::vector<Array> x{Array::from_vector(std::vector<float>{1, 2, 3, 4}, {4})};
+    std::vector<Participant> all;
+    for (int64_t p = 0; p < 4; ++p) all.push_back(participant(mark, fmt::format("marker {}", p), p));
+    std::vector<Array> out = launch_together("mpmd_map `t`", all, x);
+    CHECK(out.at(0).to_vector<float>() == std::vector<float>{0, 1, 2, 3});
+    all[2] = participant(fail, "the failing one", 2);
+    CHECK_THROWS_WITH_AS(launch_together("mpmd_map `t`", all, x), doctest::Contains("mpmd_map `t`, the failing one: it failed"),
+                         RuntimeError);
   }
 }

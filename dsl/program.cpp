@@ -1,0 +1,81 @@
+#include "dsl/program.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <set>
+
+#include "jit/ir/printer.h"
+#include "jit/llvm/compiler.h"
+#include "jit/lowering/lowering.h"
+#include "runtime/interpreter/interpreter.h"
+
+namespace tessera::detail {
+
+void check_aliases(const std::map<int, int>& aliases, std::span<const Array> args, std::optional<int> num_prefetch,
+                   const std::vector<ShapeDtype>& out_shapes, SourceLoc loc, const FailFn& fail) {
+  const int np = num_prefetch.value_or(0);
+  const int na = static_cast<int>(args.size()), no = static_cast<int>(out_shapes.size());
+  std::set<int> aliased_outputs;
+  for (auto [in, out] : aliases) {
+    if (in < 0 || in >= na)
+      fail("input_output_aliases names an input that does not exist",
+           num_prefetch ? fmt::format("{{{}, {}}} with {} input(s) counting {} scalar-prefetch operand(s)", in, out, na, np)
+                        : fmt::format("{{{}, {}}} with {} input(s)", in, out, na),
+           num_prefetch ? fmt::format("use input indices in [0, {}) (scalar-prefetch operands count first)", na)
+                        : fmt::format("use input indices in [0, {})", na),
+           loc);
+    if (out < 0 || out >= no)
+      fail("input_output_aliases names an output that does not exist",
+           fmt::format("{{{}, {}}} with {} output(s)", in, out, no), fmt::format("use output indices in [0, {})", no), loc);
+    if (in < np)
+      fail("a scalar-prefetch operand cannot be aliased to an output", fmt::format("{{{}, {}}}", in, out),
+           "alias a regular input instead", loc);
+    if (!aliased_outputs.insert(out).second)
+      fail("two inputs alias the same output", fmt::format("output {}", out), "alias each output at most once", loc);
+    const Array& a = args[in];
+    const ShapeDtype& o = out_shapes[out];
+    if (a.shape() != o.shape || a.dtype() != o.dtype)
+      fail("an aliased input and output differ in shape or dtype",
+           fmt::format("input {} is {} {}, output {} is {} {}", in, shape_tuple_str(a.shape()), dtype_name(a.dtype()), out,
+                       shape_tuple_str(o.shape), dtype_name(o.dtype)),
+           "alias arrays of the same shape and dtype", loc);
+  }
+}
+
+Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k) {
+  const MemoryRef& m = scratch.memory();
+  const std::string name = fmt::format("scratch {}", k);
+  const ir::ValueId v = ctx.emit_value(ir::OpKind::Alloc, {}, Type::ref(m.dtype, m.shape, m.space), name, scratch.loc());
+  ctx.builder().set_name(v, name);
+  return Ref::wrap(ctx, v);
+}
+
+void build_executable(rt::Executable& exe, const ir::Function& traced, const CallOptions& options, bool interpreted,
+                      const std::string& title) {
+  passes::LoweringOptions lo;
+  lo.vmem_limit_bytes = options.compiler_params.vmem_limit_bytes.value_or(lo.vmem_limit_bytes);
+  lo.call_site = exe.key.loc;
+  exe.lowered = passes::lower(traced, lo);
+  if (options.debug)
+    std::fprintf(stderr, "// ---- %s: traced ----\n%s// ---- lowered ----\n%s", title.c_str(), ir::print(traced).c_str(),
+                 ir::print(exe.lowered).c_str());
+  exe.communicates = ir::communicates(exe.lowered);
+  if (interpreted) {
+    rt::InterpretOptions io;
+    if (const auto& ip = options.interpret) {
+      io.zero_uninitialized = ip->uninitialized_memory == UninitializedMemory::zero;
+      exe.checked = rt::CheckedCores{ip->num_cores_or_threads,
+                                     ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait
+                                                                                         : rt::DmaMode::eager,
+                                     ip->random_seed, io.zero_uninitialized};
+    }
+    exe.backend = std::make_unique<rt::Interpreter>(exe.lowered, io);
+  } else {
+    std::shared_ptr<const jit::CompiledKernel> kernel = jit::compile(exe.lowered, options.compiler_params.target, exe.key.loc);
+    const rt::KernelEntry entry = kernel->entry();
+    exe.backend = std::make_unique<rt::CompiledCode>(entry, std::move(kernel));
+  }
+}
+
+}  // namespace tessera::detail

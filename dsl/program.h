@@ -1,0 +1,49 @@
+// What pallas_call and mpmd_map share between tracing a kernel and launching it: the checks of
+// input_output_aliases, scratch allocated in a traced kernel, and building the rt::Executable of a
+// traced kernel (lower it, then pick the backend: the interpreter or compiled code).
+//
+// Front-end layer (dsl/), internal: used by dsl/pallas_call.cpp and dsl/mpmd_map.cpp.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dsl/ref.h"
+#include "dsl/specs.h"
+#include "dsl/trace.h"
+#include "runtime/array.h"
+#include "runtime/executable.h"
+
+namespace tessera::detail {
+
+// A traced kernel for one signature of arguments, and what launches it.
+struct Program {
+  ir::Function traced;
+  std::shared_ptr<const rt::Executable> exe;
+};
+
+// Throws the caller's UserError ("pallas_call `k`: what", given, fix, at).
+using FailFn = std::function<void(std::string what, std::string given, std::string fix, SourceLoc at)>;
+
+// Checks input_output_aliases ({argument index, output index}) against the arguments: each names an
+// existing input and output, no output is aliased twice, and aliased arrays agree in shape and
+// dtype. `num_prefetch`: for a call with scalar-prefetch operands (the first arguments; they count
+// but cannot be aliased), how many; none for a call without them. `loc`: the call.
+void check_aliases(const std::map<int, int>& aliases, std::span<const Array> args, std::optional<int> num_prefetch,
+                   const std::vector<ShapeDtype>& out_shapes, SourceLoc loc, const FailFn& fail);
+
+// Allocates scratch buffer `k` in the kernel being traced: each core's own, named "scratch k".
+Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k);
+
+// Lowers `traced` and builds its executable: `exe` comes with its key, operands, aliases and grid,
+// and gets the lowered kernel and the backend (`interpreted`: the interpreter, set up by
+// options.interpret; else compiled code). options.debug prints both IRs under `title`.
+void build_executable(rt::Executable& exe, const ir::Function& traced, const CallOptions& options, bool interpreted,
+                      const std::string& title);
+
+}  // namespace tessera::detail
