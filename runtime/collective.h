@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "jit/ir/diagnostics.h"
+#include "runtime/settings.h"
 #include "runtime/mesh.h"
 
 namespace tessera::rt {
@@ -176,11 +177,7 @@ void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_
 // remote_semaphore_signal: adds `inc` to the target's semaphore corresponding to `sem` here.
 void remote_signal(CoreContext& core, const int64_t* sem, int64_t inc, int64_t target, SourceLoc loc);
 
-// Test support: before every collective launch and remote operation, sleep a random time of up to
-// `max_microseconds` (0 turns it off), from a generator seeded with `seed`. Shows that results do not
-// depend on the devices' relative timing. Without a call, TESSERA_CHAOS_US=n sets it (read on first
-// use; an invalid value throws UserError from there).
-void set_random_delays(int64_t max_microseconds, uint64_t seed = 0);
+// Sleeps the random delay set with set_random_delays (runtime/settings.h), if any.
 void random_delay();
 // The bound in force (reads TESSERA_CHAOS_US the first time).
 int64_t random_delay_bound();

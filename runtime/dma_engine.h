@@ -27,6 +27,7 @@
 
 #include "jit/ir/diagnostics.h"
 #include "jit/ir/dtype.h"
+#include "runtime/settings.h"
 
 namespace tessera::rt {
 
@@ -129,18 +130,7 @@ class DmaEngine {
 DmaEngine::Copy window_copy(std::byte* dst, std::vector<int64_t> dst_strides, const std::byte* src,
                             std::vector<int64_t> src_strides, std::vector<int64_t> shape, int64_t es, int64_t* sem);
 
-// How compiled kernels run their copies (the interpreter has modes of its own).
-enum class DmaExecution : uint8_t {
-  // On the worker when the launch leaves a core idle, else eagerly: the worker overlaps copies with
-  // compute only where it gets a core of its own (benchmarks/pipelines.cpp measures both cases).
-  automatic,
-  eager,
-  worker,
-};
-// Sets it for the process; otherwise TESSERA_DMA=auto|eager|worker (default auto), read by the first
-// dma_execution(), which throws UserError on an invalid value.
-void set_dma_execution(DmaExecution mode);
-DmaExecution dma_execution();
+// DmaExecution, set_dma_execution and dma_execution() are in runtime/settings.h.
 // Whether a launch whose grid keeps `active_cores` cores busy runs its copies on the worker.
 bool use_dma_worker(int active_cores);
 

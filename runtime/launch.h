@@ -23,6 +23,7 @@
 
 #include "jit/ir/diagnostics.h"
 #include "jit/ir/ir.h"
+#include "runtime/settings.h"
 #include "runtime/collective.h"
 #include "runtime/dma_engine.h"
 #include "runtime/memory.h"
@@ -186,8 +187,7 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
 // Rethrows the first failure once every device stopped.
 void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function<void(int64_t device)>& body);
 
-// Where debug_print output goes: stdout unless a sink is set (tests capture it). Thread-safe.
-void set_debug_print_sink(std::function<void(std::string_view)> sink);
+// set_debug_print_sink is in runtime/settings.h.
 void debug_print_line(std::string_view line);
 // Prints one debug_print: the format with each `{}` replaced by the next value, prefixed by `where`.
 void debug_print(const ExecutionPoint& where, const std::string& format, const std::vector<const Array*>& values);

@@ -16,15 +16,9 @@
 #include <thread>
 #include <vector>
 
-namespace tessera {
+#include "runtime/settings.h"  // num_threads, set_num_threads
 
-// The number of threads compiled kernels use (including the caller's).
-int num_threads();
-// Sets it; n < 1 restores the default (TESSERA_NUM_THREADS, else the number of hardware threads).
-// The default is read on first use; an invalid TESSERA_NUM_THREADS makes either throw UserError.
-void set_num_threads(int n);
-
-namespace rt {
+namespace tessera::rt {
 
 class ThreadPool {
  public:
@@ -79,5 +73,4 @@ class Failures {
 // which tasks of the pool must not. What a body throws is recorded in `failures`.
 void run_concurrently(size_t n, bool caller_runs_first, Failures& failures, const std::function<void(size_t)>& body);
 
-}  // namespace rt
-}  // namespace tessera
+}  // namespace tessera::rt
