@@ -165,6 +165,9 @@ template <std::integral T, std::floating_point C> inline T float_to_int(C v) {
   }
 }
 // x -> bool is x != 0 (NaN -> true); integer -> integer wraps (keeps the low bits, sign-extends).
+// float -> float rounds to nearest-even once (f64 -> bf16/f16 through f32_round_to_odd below);
+// integers reach f32/f64 with one rounding, and bf16/f16 through f64: exactly once for i8/i32,
+// while i64 beyond 2^53 has rounded once into f64 already.
 
 // ---- bf16 and f16: round to nearest-even, NaN stays NaN ---------------------------------------------
 
