@@ -342,6 +342,54 @@ TEST_SUITE("dsl") {
       }
   }
 
+  TEST_CASE("element rules: logic and comparisons on bool, both backends") {
+    auto [x, y] = pairs(pl::bool_);
+    for (Op op : {Op::And, Op::Or, Op::Xor, Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge}) {
+      pl::Array want(pl::bool_, x.shape());
+      for (int64_t i = 0; i < x.size(); ++i) {
+        const bool a = x.data_as<bool>()[i], b = y.data_as<bool>()[i];
+        want.mutable_data_as<bool>()[i] = op == Op::And ? (a && b) : op == Op::Or ? (a || b) : op == Op::Xor ? a != b
+                                                                                               : ref_compare(op, a, b);
+      }
+      auto kernel = [op](pl::Ref a, pl::Ref b, pl::Ref o) { o() = apply(op, a(), b()); };
+      check_backends(fmt::format("op {} on bool", static_cast<int>(op)), Nan::exact, kernel, want, {x, y}, x, y);
+    }
+    pl::Array e = edges(pl::bool_);
+    pl::Array want = pl::Array::from_vector<bool>({true, false}, {2});
+    check_backends("not bool", Nan::exact, [](pl::Ref a, pl::Ref o) { o() = ~a(); }, want, {e}, e);
+  }
+
+  TEST_CASE("element rules: the constant folder casts and negates by the same rules") {
+    // A literal cast (or negated) in the kernel folds at compile time through Array::astype.
+    struct Case {
+      pl::DType from, to;
+      double v;
+      bool negate;
+    };
+    const std::vector<Case> cases = {
+        {pl::f64, pl::bf16, 1 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30), false},
+        {pl::f64, pl::f16, 1 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40), false},
+        {pl::i32, pl::bf16, 16842753, false},
+        {pl::f32, pl::i32, 3e9, false},
+        {pl::f32, pl::i8, -1e9, false},
+        {pl::f32, pl::i32, std::nan(""), false},
+        {pl::f64, pl::i64, 1e300, false},
+        {pl::f32, pl::bool_, std::nan(""), false},
+        {pl::f32, pl::f32, 0.0, true},
+        {pl::i8, pl::i8, -128, true}};
+    for (const Case& c : cases) {
+      pl::Array x = pl::Array::full({1}, c.v, c.from);
+      pl::Array want = c.negate ? reference_unary(Op::Neg, x) : x.astype(c.to);
+      auto kernel = [c](pl::Ref o) {
+        pl::Value v = pl::full({1}, c.v, c.from);
+        o() = c.negate ? -v : v.astype(c.to);
+      };
+      check_backends(fmt::format("folded {}({}) {} -> {}", c.negate ? "neg" : "astype", c.v, pl::dtype_name(c.from),
+                                 pl::dtype_name(c.to)),
+                     Nan::exact, kernel, want, {x});
+    }
+  }
+
   TEST_CASE("element rules: casts between every pair of dtypes, both backends") {
     for (pl::DType from : kAllTypes) {
       pl::Array x = edges(from);
