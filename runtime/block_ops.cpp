@@ -153,7 +153,7 @@ Array binary(OpKind kind, const Array& a, const Array& b) {
         case OpKind::Mul: return map2<T, T>(a, b, d, [&](C x, C y) { return to(x * y); });
         case OpKind::Div: return map2<T, T>(a, b, d, [&](C x, C y) { return to(x / y); });
         case OpKind::Rem: return map2<T, T>(a, b, d, [&](C x, C y) { return to(rules::float_rem(x, y)); });
-        case OpKind::Pow: return map2<T, T>(a, b, d, [&](C x, C y) { return to(std::pow(x, y)); });
+        case OpKind::Pow: return map2<T, T>(a, b, d, [&](C x, C y) { return to(rules::float_pow(x, y)); });
         case OpKind::Max: return map2<T, T>(a, b, d, [&](C x, C y) { return to(rules::float_max(x, y)); });
         case OpKind::Min: return map2<T, T>(a, b, d, [&](C x, C y) { return to(rules::float_min(x, y)); });
         default: break;

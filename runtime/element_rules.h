@@ -115,6 +115,14 @@ template <std::floating_point C> constexpr C float_min(C a, C b) {
   return (b < a || (a == b && std::signbit(b))) ? b : a;
 }
 
+// pow: libm's pow, except that pow(x, +-0) = 1 and pow(1, y) = 1 for every x and y, signalling NaNs
+// included (IEEE 754, XLA). glibc returns NaN there for a signalling NaN, while LLVM rewrites
+// pow(x, 0.0) and pow(1.0, y) with a literal operand to 1, so the rule settles it.
+template <std::floating_point C> inline C float_pow(C a, C b) {
+  if (b == 0 || a == 1) return C(1);
+  return std::pow(a, b);
+}
+
 // rem: fmod (C, lax.rem): exact, the sign of the dividend; x rem 0 = NaN, x rem inf = x.
 template <std::floating_point C> inline C float_rem(C a, C b) { return std::fmod(a, b); }
 

@@ -73,7 +73,13 @@ llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) 
       case OpKind::Mul: r = b_.CreateFMul(x, y); break;
       case OpKind::Div: r = b_.CreateFDiv(x, y); break;
       case OpKind::Rem: r = b_.CreateFRem(x, y); break;  // rules::float_rem (fmod)
-      case OpKind::Pow: r = libm("powf", "pow", t, {x, y}); break;
+      case OpKind::Pow: {
+        // rules::float_pow: libm's pow, but 1 whenever y == 0 or x == 1.
+        llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
+        llvm::Value* trivial = b_.CreateOr(b_.CreateFCmpOEQ(y, llvm::ConstantFP::get(y->getType(), 0.0)), b_.CreateFCmpOEQ(x, one));
+        r = b_.CreateSelect(trivial, one, libm("powf", "pow", t, {x, y}));
+        break;
+      }
       case OpKind::Max:
       case OpKind::Min: {
         // rules::float_max / float_min: the canonical NaN if either is NaN; otherwise the larger

@@ -111,7 +111,7 @@ template <class C> C ref_binary(Op op, C x, C y) {
       case Op::Mul: return x * y;
       case Op::Div: return x / y;
       case Op::Rem: return rules::float_rem(x, y);
-      case Op::Pow: return std::pow(x, y);
+      case Op::Pow: return rules::float_pow(x, y);
       case Op::Max: return rules::float_max(x, y);
       case Op::Min: return rules::float_min(x, y);
       case Op::FloorDiv: return rules::float_floor_div(x, y);
@@ -339,6 +339,31 @@ TEST_SUITE("dsl") {
         const Op op = info.op;
         auto kernel = [op](pl::Ref a, pl::Ref o) { o() = apply(op, a()); };
         check_backends(name_of(info, d), nan_rule(op), kernel, reference_unary(op, x), {x}, x);
+      }
+  }
+
+  TEST_CASE("element rules: pow with a literal exponent or base, which LLVM may rewrite, both backends") {
+    for (pl::DType d : {pl::bf16, pl::f16, pl::f32, pl::f64})
+      for (double c : {0.5, -0.5, 2.0, -1.0, 3.0, 0.0, 1.0, 1.5}) {
+        pl::Array x = edges(d);
+        pl::Array want(d, x.shape());
+        dispatch_dtype(d, [&]<class T>() {
+          using C = compute_t<T>;
+          if constexpr (std::is_floating_point_v<C>)
+            for (int64_t i = 0; i < x.size(); ++i)
+              want.mutable_data_as<T>()[i] = narrow<T>(rules::float_pow(widen(x.data_as<T>()[i]), static_cast<C>(c)));
+        });
+        auto kernel = [c](pl::Ref a, pl::Ref o) { o() = pl::pow(a(), c); };
+        check_backends(fmt::format("pow(x, {}) {}", c, pl::dtype_name(d)), Nan::any, kernel, want, {x}, x);
+        // And the literal as the base.
+        dispatch_dtype(d, [&]<class T>() {
+          using C = compute_t<T>;
+          if constexpr (std::is_floating_point_v<C>)
+            for (int64_t i = 0; i < x.size(); ++i)
+              want.mutable_data_as<T>()[i] = narrow<T>(rules::float_pow(static_cast<C>(widen(from_double<T>(c))), widen(x.data_as<T>()[i])));
+        });
+        auto base_kernel = [c, d](pl::Ref a, pl::Ref o) { o() = pl::pow(pl::full({}, c, d), a()); };
+        check_backends(fmt::format("pow({}, x) {}", c, pl::dtype_name(d)), Nan::any, base_kernel, want, {x}, x);
       }
   }
 
