@@ -367,6 +367,44 @@ TEST_SUITE("dsl") {
       }
   }
 
+  TEST_CASE("element rules: binary ops with one literal operand, which LLVM may rewrite, both backends") {
+    // Row k of the output is f(x, c_k), row L + k is f(c_k, x): a literal operand lets LLVM's
+    // instruction combiner rewrite the op (x * 2 to x + x, x / -1 to -x, ...), which must not
+    // change a result.
+    // Arithmetic only (comparisons and bitwise ops have nothing to rewrite that could differ), and
+    // i64 shares i32's code paths: the kernels here are the slowest of the suite to compile.
+    for (const OpInfo& info : kBinary)
+      for (pl::DType d : {pl::i8, pl::i32, pl::bf16, pl::f16, pl::f32, pl::f64}) {
+        if (pl::is_float(d) ? !info.floats : !info.ints) continue;
+        if (is_comparison(info.op) || info.op == Op::And || info.op == Op::Or || info.op == Op::Xor) continue;
+        const std::vector<double> lits = pl::is_float(d) ? std::vector<double>{0.0, -0.0, 1, -1, 2, std::nan("")}
+                                                        : std::vector<double>{0, 1, -1, 2};
+        const int64_t nl = static_cast<int64_t>(lits.size());
+        pl::Array x = edges(d);
+        const int64_t n = x.size();
+        pl::Array lx(d, {2 * nl, n}), ly(d, {2 * nl, n});
+        for (int64_t k = 0; k < nl; ++k) {
+          pl::Array c = pl::Array::full({1}, lits[k], d);
+          for (int64_t i = 0; i < n; ++i) {
+            set_bits(lx, k * n + i, bits_at(x, i));
+            set_bits(ly, k * n + i, bits_at(c, 0));
+            set_bits(lx, (nl + k) * n + i, bits_at(c, 0));
+            set_bits(ly, (nl + k) * n + i, bits_at(x, i));
+          }
+        }
+        const Op op = info.op;
+        auto kernel = [op, lits, d](pl::Ref a, pl::Ref o) {
+          const int64_t count = static_cast<int64_t>(lits.size());
+          for (int64_t k = 0; k < count; ++k) {
+            o(k, pl::all) = apply(op, a(), pl::full({}, lits[k], d));
+            o(count + k, pl::all) = apply(op, pl::full({}, lits[k], d), a());
+          }
+        };
+        check_backends(name_of(info, d) + " with a literal", nan_rule(op), kernel,
+                       reference_binary(op, lx, ly).reshape({2 * nl, n}), {lx.reshape({2 * nl * n}), ly.reshape({2 * nl * n})}, x);
+      }
+  }
+
   TEST_CASE("element rules: logic and comparisons on bool, both backends") {
     auto [x, y] = pairs(pl::bool_);
     for (Op op : {Op::And, Op::Or, Op::Xor, Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge}) {
