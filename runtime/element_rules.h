@@ -2,15 +2,16 @@
 // each dtype, including the edge values (NaN, infinities, -0, INT_MIN, zero divisors, overflow,
 // subnormals, rounding ties). This header is the single statement of those rules:
 //
-// - runtime/numeric.h converts to and from bf16/f16 with them,
+// - runtime/numeric.h converts to and from bf16/f16 with them, and runtime/array.cpp casts with them,
 // - runtime/block_ops.cpp (the interpreter, host array operations and the constant folder of
 //   jit/lowering/canonicalize.cpp) calls them element by element,
-// - the LLVM code generator (jit/llvm) emits IR that mirrors them; each emission names the rule it
-//   mirrors ("mirrors rules::int_div"), and shares its constants (kCanonicalNaN*, kIntDivByZero),
+// - the LLVM code generator (jit/llvm/codegen_elements.cpp, codegen_support.cpp) emits IR that
+//   mirrors them; the comment at each emission names the rule it mirrors (rules::int_div, ...), and
+//   it uses the constants below (kCanonicalNaN32/64, kIntDivByZero, kBf16QuietBit32),
 // - dsl/value.cpp composes pl::floor_divide and pl::mod from IR ops so that they compute
-//   rules::floor_div / rules::mod,
+//   int_floor_div / int_mod and float_floor_div / float_mod,
 // - tests/dsl/element_rules_test.cpp feeds edge values through both backends and checks them
-//   against these functions bit for bit.
+//   against these functions bit for bit (only which NaN an arithmetic op returns is left open).
 //
 // Rules are stated on the compute type: integers in their own width, bf16/f16 in f32 (one rounding
 // to nearest-even into the 16-bit type after every op), f32 and f64 in themselves. No LLVM here.

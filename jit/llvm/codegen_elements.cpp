@@ -1,7 +1,8 @@
 // Element-wise ops, casts, constants, shape ops and reductions: the element rules of
-// runtime/element_rules.h as LLVM IR. Each emission names the rule it mirrors; tests/dsl/
-// element_rules_test.cpp checks them against the header on edge values. Element-wise chains stay lazy (a generator per element) until a store or a
-// reduction consumes them, so a chain becomes one loop nest.
+// runtime/element_rules.h as LLVM IR. Each emission names the rule it mirrors;
+// tests/dsl/element_rules_test.cpp checks them against the header on edge values. Element-wise
+// chains stay lazy (a generator per element) until a store or a reduction consumes them, so a chain
+// becomes one loop nest.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -76,7 +77,8 @@ llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) 
       case OpKind::Pow: {
         // rules::float_pow: libm's pow, but 1 whenever y == 0 or x == 1.
         llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
-        llvm::Value* trivial = b_.CreateOr(b_.CreateFCmpOEQ(y, llvm::ConstantFP::get(y->getType(), 0.0)), b_.CreateFCmpOEQ(x, one));
+        llvm::Value* trivial =
+            b_.CreateOr(b_.CreateFCmpOEQ(y, llvm::ConstantFP::get(y->getType(), 0.0)), b_.CreateFCmpOEQ(x, one));
         r = b_.CreateSelect(trivial, one, libm("powf", "pow", t, {x, y}));
         break;
       }
