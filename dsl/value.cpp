@@ -266,16 +266,41 @@ Value floor(const Operand& x) { return float_unary(OpKind::Floor, x, "pl::floor"
 Value ceil(const Operand& x) { return float_unary(OpKind::Ceil, x, "pl::ceil"); }
 Value sigmoid(const Operand& x) { return float_unary(OpKind::Logistic, x, "pl::sigmoid"); }
 
+// pl::floor_divide and pl::mod are compositions of IR ops that compute runtime/element_rules.h's
+// rules::int_floor_div / int_mod and rules::float_floor_div / float_mod step by step, so both
+// backends run them with their div, rem, floor and select.
 Value floor_divide(const Operand& a, const Operand& b) {
   auto [x, y] = unify(a, b, "pl::floor_divide");
   const SourceLoc loc = a.loc();
   if (is_bool(x.dtype()))
     throw UserError("pl::floor_divide needs numeric operands, not bool", describe(x), "cast with .astype(pl::i32)", loc);
   auto& ctx = detail::TraceContext::current("pl::floor_divide", loc);
+  if (is_float(x.dtype())) {
+    // rules::float_floor_div, in f32 for bf16/f16 so that only the result rounds (its steps would
+    // round after each op in the 16-bit type).
+    const DType t = x.dtype();
+    const DType c = t == DType::f64 ? DType::f64 : DType::f32;
+    Value fa = detail::cast_to(x, c, loc), fb = detail::cast_to(y, c, loc);
+    auto lit = [&](double v) { return detail::constant(ctx, ir::Literal::of_float(v), fa.type(), loc); };
+    Value zero = lit(0.0), one = lit(1.0);
+    Value r = emit_binary(OpKind::Rem, fa, fb, loc);
+    Value d = emit_binary(OpKind::Div, emit_binary(OpKind::Sub, fa, r, loc), fb, loc);
+    d = emit(ctx, OpKind::Select, {needs_floor_fix(r, fb, loc), emit_binary(OpKind::Sub, d, one, loc), d}, d.type(), {}, loc);
+    Value f = emit(ctx, OpKind::Floor, {d}, d.type(), {}, loc);
+    Value up = emit_binary(OpKind::Gt, emit_binary(OpKind::Sub, d, f, loc), lit(0.5), loc);
+    Value snapped = emit(ctx, OpKind::Select, {up, emit_binary(OpKind::Add, f, one, loc), f}, d.type(), {}, loc);
+    // a / b where b == 0; copysign(0, a / b) where d == 0 (a / b is finite there, so q * 0 has its sign).
+    Value q = emit_binary(OpKind::Div, fa, fb, loc);
+    Value signed_zero = emit_binary(OpKind::Mul, q, zero, loc);
+    Value res = emit(ctx, OpKind::Select, {emit_binary(OpKind::Eq, d, zero, loc), signed_zero, snapped}, d.type(), {}, loc);
+    res = emit(ctx, OpKind::Select, {emit_binary(OpKind::Eq, fb, zero, loc), q, res}, d.type(), {}, loc);
+    return detail::cast_to(res, t, loc);
+  }
+  // rules::int_floor_div: the truncated quotient, minus one when the remainder is non-zero and its
+  // sign differs from y's; never for y == 0, whose quotient stays -1.
   Value q = emit_binary(OpKind::Div, x, y, loc);
-  if (is_float(x.dtype())) return emit(ctx, OpKind::Floor, {q}, q.type(), {}, loc);
-  // Truncated quotient, minus one when the remainder is non-zero and its sign differs from y's.
-  Value fix = needs_floor_fix(emit_binary(OpKind::Rem, x, y, loc), y, loc);
+  Value fix = emit_binary(OpKind::And, needs_floor_fix(emit_binary(OpKind::Rem, x, y, loc), y, loc),
+                          emit_binary(OpKind::Ne, y, zeros_of_type(y, loc), loc), loc);
   return emit_binary(OpKind::Sub, q, detail::cast_to(fix, q.dtype(), loc), loc);
 }
 
@@ -285,9 +310,17 @@ Value mod(const Operand& a, const Operand& b) {
   if (is_bool(x.dtype()))
     throw UserError("pl::mod needs numeric operands, not bool", describe(x), "cast with .astype(pl::i32)", loc);
   auto& ctx = detail::TraceContext::current("pl::mod", loc);
+  // rules::int_mod / float_mod: the truncated remainder plus y when its sign differs from y's. In
+  // bf16/f16 the remainder is exact, so rounding after each op rounds only the sum, as the rule does.
   Value r = emit_binary(OpKind::Rem, x, y, loc);
   Value fixed = emit_binary(OpKind::Add, r, y, loc);
-  return emit(ctx, OpKind::Select, {needs_floor_fix(r, y, loc), fixed, r}, r.type(), {}, loc);
+  Value m = emit(ctx, OpKind::Select, {needs_floor_fix(r, y, loc), fixed, r}, r.type(), {}, loc);
+  if (!is_float(x.dtype())) return m;
+  // A zero result takes y's sign (y != 0 here: x mod 0 is NaN).
+  auto lit = [&](double v) { return detail::constant(ctx, ir::Literal::of_float(v), m.type(), loc); };
+  Value zero = lit(0.0);
+  Value signed_zero = emit(ctx, OpKind::Select, {emit_binary(OpKind::Lt, y, zero, loc), lit(-0.0), zero}, m.type(), {}, loc);
+  return emit(ctx, OpKind::Select, {emit_binary(OpKind::Eq, m, zero, loc), signed_zero, m}, m.type(), {}, loc);
 }
 
 Value where(const Operand& cond, const Operand& a, const Operand& b) {

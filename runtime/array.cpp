@@ -33,8 +33,12 @@ void convert_elements(DType from, const std::byte* src, DType to, std::byte* dst
       for (int64_t i = 0; i < n; ++i) {
         if constexpr (std::is_same_v<D, bool>) d[i] = widen(s[i]) != 0;
         else if constexpr (is_float_storage_v<S> && !is_float_storage_v<D>) d[i] = from_double<D>(to_double(s[i]));
-        else if constexpr (is_float_storage_v<D> && !std::is_same_v<compute_t<D>, double>)
-          d[i] = D(static_cast<float>(widen(s[i])));
+        else if constexpr (is_float_storage_v<D> && !std::is_same_v<compute_t<D>, double>) {
+          // f64 and integers reach bf16/f16 through f64 with one rounding (rules::f32_round_to_odd);
+          // i64 beyond 2^53 has already rounded once into f64.
+          if constexpr (std::is_same_v<D, float> || std::is_same_v<compute_t<S>, float>) d[i] = D(static_cast<float>(widen(s[i])));
+          else d[i] = D(static_cast<double>(widen(s[i])));
+        }
         else if constexpr (std::is_same_v<D, double>) d[i] = static_cast<double>(widen(s[i]));
         else d[i] = static_cast<D>(widen(s[i]));  // integer to integer: wraps like a C cast
       }

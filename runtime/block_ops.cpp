@@ -8,49 +8,26 @@
 
 #include <fmt/format.h>
 
+#include "runtime/element_rules.h"
+
 namespace tessera::rt {
 
 using ir::OpKind;
 
 namespace {
 
-// Two's-complement wrapping arithmetic, without signed-overflow UB.
-template <class T> T wrap_add(T a, T b) { return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b)); }
-template <class T> T wrap_sub(T a, T b) { return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) - static_cast<std::make_unsigned_t<T>>(b)); }
-template <class T> T wrap_mul(T a, T b) { return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) * static_cast<std::make_unsigned_t<T>>(b)); }
-
-template <class T> T int_div(T a, T b) {
-  if (b == 0) return T(-1);
-  if (a == std::numeric_limits<T>::min() && b == T(-1)) return a;
-  return static_cast<T>(a / b);
-}
-template <class T> T int_rem(T a, T b) {
-  if (b == 0) return a;
-  if (a == std::numeric_limits<T>::min() && b == T(-1)) return 0;
-  return static_cast<T>(a % b);
-}
-template <class T> T int_pow(T base, T exp) {
-  if (exp < 0) return base == 1 ? T(1) : base == T(-1) ? ((exp & 1) ? T(-1) : T(1)) : T(0);
-  T result = 1;
-  while (exp > 0) {
-    if (exp & 1) result = wrap_mul(result, base);
-    base = wrap_mul(base, base);
-    exp = static_cast<T>(exp >> 1);
-  }
-  return result;
-}
-
+// The element rules (runtime/element_rules.h), overloaded on the compute type so one lambda serves
+// every dtype.
+using rules::wrap_add;
+using rules::wrap_mul;
+using rules::wrap_sub;
 template <class C> C nan_max(C a, C b) {
-  if constexpr (std::is_floating_point_v<C>) {
-    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<C>::quiet_NaN();
-  }
-  return a < b ? b : a;
+  if constexpr (std::is_floating_point_v<C>) return rules::float_max(a, b);
+  else return rules::int_max(a, b);
 }
 template <class C> C nan_min(C a, C b) {
-  if constexpr (std::is_floating_point_v<C>) {
-    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<C>::quiet_NaN();
-  }
-  return b < a ? b : a;
+  if constexpr (std::is_floating_point_v<C>) return rules::float_min(a, b);
+  else return rules::int_min(a, b);
 }
 
 // Applies f to every element in the compute type and stores the result rounded into storage type R.
@@ -78,9 +55,9 @@ Array map2(const Array& a, const Array& b, DType out, F f) {
 
 int64_t int_pow_wrapped(int64_t base, int64_t exp, int bits) {
   switch (bits) {
-    case 8: return int_pow<int8_t>(static_cast<int8_t>(base), static_cast<int8_t>(exp));
-    case 32: return int_pow<int32_t>(static_cast<int32_t>(base), static_cast<int32_t>(exp));
-    default: return int_pow<int64_t>(base, exp);
+    case 8: return rules::int_pow<int8_t>(static_cast<int8_t>(base), static_cast<int8_t>(exp));
+    case 32: return rules::int_pow<int32_t>(static_cast<int32_t>(base), static_cast<int32_t>(exp));
+    default: return rules::int_pow<int64_t>(base, exp);
   }
 }
 
@@ -107,8 +84,8 @@ Array unary(OpKind kind, const Array& a) {
       if (kind == OpKind::Not) return map1<T, T>(a, d, [](bool v) { return !v; });
     } else if constexpr (std::is_integral_v<T>) {
       switch (kind) {
-        case OpKind::Neg: return map1<T, T>(a, d, [](T v) { return wrap_sub<T>(0, v); });
-        case OpKind::Abs: return map1<T, T>(a, d, [](T v) { return v < 0 ? wrap_sub<T>(0, v) : v; });
+        case OpKind::Neg: return map1<T, T>(a, d, [](T v) { return rules::int_neg(v); });
+        case OpKind::Abs: return map1<T, T>(a, d, [](T v) { return rules::int_abs(v); });
         case OpKind::Not: return map1<T, T>(a, d, [](T v) { return static_cast<T>(~v); });
         default: break;
       }
@@ -159,11 +136,11 @@ Array binary(OpKind kind, const Array& a, const Array& b) {
         case OpKind::Add: return map2<T, T>(a, b, d, [](T x, T y) { return wrap_add(x, y); });
         case OpKind::Sub: return map2<T, T>(a, b, d, [](T x, T y) { return wrap_sub(x, y); });
         case OpKind::Mul: return map2<T, T>(a, b, d, [](T x, T y) { return wrap_mul(x, y); });
-        case OpKind::Div: return map2<T, T>(a, b, d, [](T x, T y) { return int_div(x, y); });
-        case OpKind::Rem: return map2<T, T>(a, b, d, [](T x, T y) { return int_rem(x, y); });
-        case OpKind::Pow: return map2<T, T>(a, b, d, [](T x, T y) { return int_pow(x, y); });
-        case OpKind::Max: return map2<T, T>(a, b, d, [](T x, T y) { return nan_max(x, y); });
-        case OpKind::Min: return map2<T, T>(a, b, d, [](T x, T y) { return nan_min(x, y); });
+        case OpKind::Div: return map2<T, T>(a, b, d, [](T x, T y) { return rules::int_div(x, y); });
+        case OpKind::Rem: return map2<T, T>(a, b, d, [](T x, T y) { return rules::int_rem(x, y); });
+        case OpKind::Pow: return map2<T, T>(a, b, d, [](T x, T y) { return rules::int_pow(x, y); });
+        case OpKind::Max: return map2<T, T>(a, b, d, [](T x, T y) { return rules::int_max(x, y); });
+        case OpKind::Min: return map2<T, T>(a, b, d, [](T x, T y) { return rules::int_min(x, y); });
         case OpKind::And: return map2<T, T>(a, b, d, [](T x, T y) { return static_cast<T>(x & y); });
         case OpKind::Or: return map2<T, T>(a, b, d, [](T x, T y) { return static_cast<T>(x | y); });
         case OpKind::Xor: return map2<T, T>(a, b, d, [](T x, T y) { return static_cast<T>(x ^ y); });
@@ -175,10 +152,10 @@ Array binary(OpKind kind, const Array& a, const Array& b) {
         case OpKind::Sub: return map2<T, T>(a, b, d, [&](C x, C y) { return to(x - y); });
         case OpKind::Mul: return map2<T, T>(a, b, d, [&](C x, C y) { return to(x * y); });
         case OpKind::Div: return map2<T, T>(a, b, d, [&](C x, C y) { return to(x / y); });
-        case OpKind::Rem: return map2<T, T>(a, b, d, [&](C x, C y) { return to(std::fmod(x, y)); });
-        case OpKind::Pow: return map2<T, T>(a, b, d, [&](C x, C y) { return to(std::pow(x, y)); });
-        case OpKind::Max: return map2<T, T>(a, b, d, [&](C x, C y) { return to(nan_max(x, y)); });
-        case OpKind::Min: return map2<T, T>(a, b, d, [&](C x, C y) { return to(nan_min(x, y)); });
+        case OpKind::Rem: return map2<T, T>(a, b, d, [&](C x, C y) { return to(rules::float_rem(x, y)); });
+        case OpKind::Pow: return map2<T, T>(a, b, d, [&](C x, C y) { return to(rules::float_pow(x, y)); });
+        case OpKind::Max: return map2<T, T>(a, b, d, [&](C x, C y) { return to(rules::float_max(x, y)); });
+        case OpKind::Min: return map2<T, T>(a, b, d, [&](C x, C y) { return to(rules::float_min(x, y)); });
         default: break;
       }
     }

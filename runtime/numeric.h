@@ -12,69 +12,30 @@
 #include <type_traits>
 
 #include "jit/ir/dtype.h"
+#include "runtime/element_rules.h"
 
 namespace tessera {
 
-// bfloat16: the top 16 bits of an f32. Conversion from float rounds to nearest-even; NaN stays NaN.
+// bfloat16: the top 16 bits of an f32. Conversions round to nearest-even and keep NaN a NaN
+// (rules::bf16_from_f32); from f64 they round once (rules::f32_round_to_odd).
 struct bfloat16 {
   uint16_t bits = 0;
   bfloat16() = default;
-  explicit bfloat16(float f) : bits(from_float(f)) {}
-  explicit operator float() const { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
-  static uint16_t from_float(float f) {
-    uint32_t u = std::bit_cast<uint32_t>(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return static_cast<uint16_t>(u >> 16);
-  }
+  explicit bfloat16(float f) : bits(rules::bf16_from_f32(f)) {}
+  explicit bfloat16(double d) : bits(rules::bf16_from_f32(rules::f32_round_to_odd(d))) {}
+  explicit operator float() const { return rules::f32_from_bf16(bits); }
+  static uint16_t from_float(float f) { return rules::bf16_from_f32(f); }
 };
 
-// IEEE binary16. Conversion from float rounds to nearest-even, overflows to infinity, keeps subnormals.
+// IEEE binary16. Conversions round to nearest-even, overflow to infinity and keep subnormals
+// (rules::f16_from_f32); from f64 they round once (rules::f32_round_to_odd).
 struct float16 {
   uint16_t bits = 0;
   float16() = default;
-  explicit float16(float f) : bits(from_float(f)) {}
-  explicit operator float() const {
-    uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-    uint32_t exp = (bits >> 10) & 0x1fu;
-    uint32_t man = bits & 0x3ffu;
-    uint32_t u;
-    if (exp == 0x1f) {
-      u = sign | 0x7f800000u | (man << 13);
-    } else if (exp != 0) {
-      u = sign | ((exp + 112u) << 23) | (man << 13);
-    } else if (man == 0) {
-      u = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      do {
-        ++e;
-        man <<= 1;
-      } while ((man & 0x400u) == 0);
-      u = sign | (static_cast<uint32_t>(112 - e) << 23) | ((man & 0x3ffu) << 13);
-    }
-    return std::bit_cast<float>(u);
-  }
-  static uint16_t from_float(float f) {
-    const uint32_t u = std::bit_cast<uint32_t>(f);
-    uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
-    if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: infinity
-    if (a < 0x38800000u) {  // below the smallest normal half: subnormal or zero
-      if (a < 0x33000000u) return sign;  // rounds to zero (below half of the smallest subnormal)
-      uint32_t exp = a >> 23;
-      uint32_t man = (a & 0x7fffffu) | 0x800000u;
-      uint32_t shift = 126 - exp;  // 14 - (exp - 112)
-      uint32_t half = man >> shift;
-      uint32_t rem = man & ((1u << shift) - 1u);
-      uint32_t mid = 1u << (shift - 1);
-      if (rem > mid || (rem == mid && (half & 1u))) ++half;
-      return static_cast<uint16_t>(sign | half);
-    }
-    uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
-    return static_cast<uint16_t>(sign | (r >> 13));
-  }
+  explicit float16(float f) : bits(rules::f16_from_f32(f)) {}
+  explicit float16(double d) : bits(rules::f16_from_f32(rules::f32_round_to_odd(d))) {}
+  explicit operator float() const { return rules::f32_from_f16(bits); }
+  static uint16_t from_float(float f) { return rules::f16_from_f32(f); }
 };
 
 // The C++ type that stores one element of each dtype.
@@ -128,18 +89,14 @@ T poison_value(bool zero) {
   else return std::numeric_limits<T>::max();
 }
 
-// Converts a double (from a literal or a host value) to storage type T: floats round, integers
-// truncate and saturate (NaN -> 0), bool is x != 0.
+// Converts a double (from a literal or a host value) to storage type T: floats round once to
+// nearest-even, integers truncate and saturate (NaN -> 0), bool is x != 0 (rules::float_to_int).
 template <class T>
 T from_double(double v) {
   if constexpr (std::is_same_v<T, bool>) return v != 0;
-  else if constexpr (is_float_storage_v<T>) return T(static_cast<compute_t<T>>(v));
-  else {
-    if (std::isnan(v)) return 0;
-    if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-    return static_cast<T>(v);
-  }
+  else if constexpr (std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) return T(v);
+  else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(v);
+  else return rules::float_to_int<T>(v);
 }
 template <class T> double to_double(T v) { return static_cast<double>(widen(v)); }
 

@@ -1,15 +1,35 @@
-// Element-wise ops, casts, constants, shape ops and reductions: the runtime's element rules (see
-// ops.def) as LLVM IR. Element-wise chains stay lazy (a generator per element) until a store or a
-// reduction consumes them, so a chain becomes one loop nest.
+// Element-wise ops, casts, constants, shape ops and reductions: the element rules of
+// runtime/element_rules.h as LLVM IR. Each emission names the rule it mirrors;
+// tests/dsl/element_rules_test.cpp checks them against the header on edge values. Element-wise
+// chains stay lazy (a generator per element) until a store or a reduction consumes them, so a chain
+// becomes one loop nest.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 
 #include "jit/ir/printer.h"
 #include "jit/llvm/codegen_state.h"
 #include "runtime/block_ops.h"
+#include "runtime/element_rules.h"
 
 namespace tessera::jit::cg {
+
+namespace {
+
+// rules::canonical_nan: the NaN max and min return.
+llvm::Value* canonical_nan(llvm::Type* t) {
+  if (t->isDoubleTy()) return llvm::ConstantFP::get(t, std::bit_cast<double>(rules::kCanonicalNaN64));
+  return llvm::ConstantFP::get(t, std::bit_cast<float>(rules::kCanonicalNaN32));
+}
+
+// std::signbit(x): the top bit of the float's bits (true for -0 and negative NaNs).
+llvm::Value* sign_bit(llvm::IRBuilderBase& b, llvm::Value* x) {
+  llvm::Type* int_ty = b.getIntNTy(x->getType()->getPrimitiveSizeInBits().getFixedValue());
+  return b.CreateICmpSLT(b.CreateBitCast(x, int_ty), llvm::ConstantInt::get(int_ty, 0));
+}
+
+}  // namespace
 
 llvm::Value* Emitter::libm(const char* f32_name, const char* f64_name, DType t, std::vector<llvm::Value*> args) {
   llvm::Type* ty = args[0]->getType();
@@ -53,14 +73,25 @@ llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) 
       case OpKind::Sub: r = b_.CreateFSub(x, y); break;
       case OpKind::Mul: r = b_.CreateFMul(x, y); break;
       case OpKind::Div: r = b_.CreateFDiv(x, y); break;
-      case OpKind::Rem: r = b_.CreateFRem(x, y); break;
-      case OpKind::Pow: r = libm("powf", "pow", t, {x, y}); break;
+      case OpKind::Rem: r = b_.CreateFRem(x, y); break;  // rules::float_rem (fmod)
+      case OpKind::Pow: {
+        // rules::float_pow: libm's pow, but 1 whenever y == 0 or x == 1.
+        llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
+        llvm::Value* trivial =
+            b_.CreateOr(b_.CreateFCmpOEQ(y, llvm::ConstantFP::get(y->getType(), 0.0)), b_.CreateFCmpOEQ(x, one));
+        r = b_.CreateSelect(trivial, one, libm("powf", "pow", t, {x, y}));
+        break;
+      }
       case OpKind::Max:
       case OpKind::Min: {
+        // rules::float_max / float_min: the canonical NaN if either is NaN; otherwise the larger
+        // (smaller), with -0 below +0 whatever the operand order.
         llvm::Value* either_nan = b_.CreateOr(b_.CreateFCmpUNO(x, x), b_.CreateFCmpUNO(y, y));
-        llvm::Value* pick = k == OpKind::Max ? b_.CreateSelect(b_.CreateFCmpOLT(x, y), y, x)
-                                             : b_.CreateSelect(b_.CreateFCmpOLT(y, x), y, x);
-        r = b_.CreateSelect(either_nan, nan_of(x->getType()), pick);
+        llvm::Value* equal = b_.CreateFCmpOEQ(x, y);
+        llvm::Value* take_y = k == OpKind::Max
+                                  ? b_.CreateOr(b_.CreateFCmpOLT(x, y), b_.CreateAnd(equal, sign_bit(b_, x)))
+                                  : b_.CreateOr(b_.CreateFCmpOLT(y, x), b_.CreateAnd(equal, sign_bit(b_, y)));
+        r = b_.CreateSelect(either_nan, canonical_nan(x->getType()), b_.CreateSelect(take_y, y, x));
         break;
       }
       default: throw InternalError("codegen", fmt::format("`{}` on floats", ir::mnemonic(k)));
@@ -69,30 +100,33 @@ llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) 
   }
   llvm::Type* ty = x->getType();
   switch (k) {
+    // rules::wrap_add / wrap_sub / wrap_mul: LLVM's integer arithmetic wraps (no nsw flags).
     case OpKind::Add: return b_.CreateAdd(x, y);
     case OpKind::Sub: return b_.CreateSub(x, y);
     case OpKind::Mul: return b_.CreateMul(x, y);
     case OpKind::Div:
     case OpKind::Rem: {
-      // x / 0 = -1, x % 0 = x, MIN / -1 = MIN, MIN % -1 = 0: no division that traps.
+      // rules::int_div / int_rem: x / 0 = kIntDivByZero, x % 0 = x, MIN / -1 = MIN, MIN % -1 = 0,
+      // with no division that traps.
       llvm::Value* zero = b_.CreateICmpEQ(y, llvm::ConstantInt::get(ty, 0));
       llvm::Value* min = llvm::ConstantInt::get(ty, llvm::APInt::getSignedMinValue(ty->getIntegerBitWidth()));
       llvm::Value* overflow = b_.CreateAnd(b_.CreateICmpEQ(x, min), b_.CreateICmpEQ(y, llvm::ConstantInt::get(ty, -1, true)));
       llvm::Value* safe = b_.CreateSelect(b_.CreateOr(zero, overflow), llvm::ConstantInt::get(ty, 1), y);
       if (k == OpKind::Div) {
         llvm::Value* q = b_.CreateSDiv(x, safe);
-        return b_.CreateSelect(zero, llvm::ConstantInt::get(ty, -1, true), q);
+        return b_.CreateSelect(zero, llvm::ConstantInt::get(ty, rules::kIntDivByZero, true), q);
       }
       llvm::Value* rem = b_.CreateSRem(x, safe);
       return b_.CreateSelect(zero, x, b_.CreateSelect(overflow, llvm::ConstantInt::get(ty, 0), rem));
     }
     case OpKind::Pow: {
+      // rules::int_pow, by calling the runtime's own implementation.
       llvm::Value* r64 = b_.CreateCall(rt_ipow_, {b_.CreateSExt(x, b_.getInt64Ty()), b_.CreateSExt(y, b_.getInt64Ty()),
                                                  b_.getInt32(ty->getIntegerBitWidth())});
       return b_.CreateTrunc(r64, ty);
     }
-    case OpKind::Max: return b_.CreateSelect(b_.CreateICmpSLT(x, y), y, x);
-    case OpKind::Min: return b_.CreateSelect(b_.CreateICmpSLT(y, x), y, x);
+    case OpKind::Max: return b_.CreateSelect(b_.CreateICmpSLT(x, y), y, x);  // rules::int_max
+    case OpKind::Min: return b_.CreateSelect(b_.CreateICmpSLT(y, x), y, x);  // rules::int_min
     case OpKind::And: return b_.CreateAnd(x, y);
     case OpKind::Or: return b_.CreateOr(x, y);
     case OpKind::Xor: return b_.CreateXor(x, y);
@@ -105,8 +139,8 @@ llvm::Value* Emitter::unary(OpKind k, DType t, llvm::Value* x) {
   if (!is_float(t)) {
     llvm::Value* zero = llvm::ConstantInt::get(x->getType(), 0);
     switch (k) {
-      case OpKind::Neg: return b_.CreateSub(zero, x);
-      case OpKind::Abs: return b_.CreateSelect(b_.CreateICmpSLT(x, zero), b_.CreateSub(zero, x), x);
+      case OpKind::Neg: return b_.CreateSub(zero, x);  // rules::int_neg
+      case OpKind::Abs: return b_.CreateSelect(b_.CreateICmpSLT(x, zero), b_.CreateSub(zero, x), x);  // rules::int_abs
       case OpKind::Not: return b_.CreateNot(x);
       default: throw InternalError("codegen", fmt::format("`{}` on integers", ir::mnemonic(k)));
     }
@@ -132,27 +166,49 @@ llvm::Value* Emitter::unary(OpKind k, DType t, llvm::Value* x) {
   return round_to(b_, t, r);
 }
 
+// rules::f32_round_to_odd: an f64 rounded to f32 and, when inexact with an even last bit, moved one
+// unit toward the exact value, so that the rounding to bf16/f16 after it is the only one.
+llvm::Value* Emitter::f32_round_to_odd(llvm::Value* d) {
+  llvm::Value* f = b_.CreateFPTrunc(d, b_.getFloatTy());
+  llvm::Value* back = b_.CreateFPExt(f, b_.getDoubleTy());
+  llvm::Value* u = b_.CreateBitCast(f, b_.getInt32Ty());
+  llvm::Value* even = b_.CreateICmpEQ(b_.CreateAnd(u, 1), b_.getInt32(0));
+  llvm::Value* inexact = b_.CreateFCmpONE(back, d);  // false for NaN
+  llvm::Value* away = b_.CreateFCmpOGT(intrinsic(llvm::Intrinsic::fabs, {back}), intrinsic(llvm::Intrinsic::fabs, {d}));
+  llvm::Value* odd = b_.CreateSelect(away, b_.CreateSub(u, b_.getInt32(1)), b_.CreateAdd(u, b_.getInt32(1)));
+  return b_.CreateBitCast(b_.CreateSelect(b_.CreateAnd(inexact, even), odd, u), b_.getFloatTy());
+}
+
 llvm::Value* Emitter::convert(DType from, DType to, llvm::Value* x) {
   if (from == to) return x;
   llvm::Type* dst = compute_type(b_, to);
+  const bool to_16 = to == DType::bf16 || to == DType::f16;
   if (is_bool(to)) {
+    // x -> bool is x != 0 (NaN -> true).
     if (is_float(from)) return b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0));
     return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
   }
   if (is_float(from)) {
     if (is_float(to)) {
       llvm::Value* y = x;
-      if (x->getType() != dst) y = to == DType::f64 ? b_.CreateFPExt(x, dst) : b_.CreateFPTrunc(x, dst);
+      if (from == DType::f64 && to_16) y = f32_round_to_odd(x);  // one rounding, into the 16-bit type
+      else if (x->getType() != dst) y = to == DType::f64 ? b_.CreateFPExt(x, dst) : b_.CreateFPTrunc(x, dst);
       return round_to(b_, to, y);
     }
+    // rules::float_to_int: truncate, saturate, NaN -> 0.
     llvm::Function* sat = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::fptosi_sat, {dst, x->getType()});
     return b_.CreateCall(sat, {x});
   }
   if (is_float(to)) {
-    // Integers go through f32 for the 16-bit floats (as the runtime converts), rounding once more.
+    if (to_16 && !is_bool(from)) {
+      // As the runtime converts: integers reach bf16/f16 through f64 (exact for i8/i32) and one
+      // rounding (rules::f32_round_to_odd).
+      return round_to(b_, to, f32_round_to_odd(b_.CreateSIToFP(x, b_.getDoubleTy())));
+    }
     llvm::Value* y = is_bool(from) ? b_.CreateUIToFP(x, dst) : b_.CreateSIToFP(x, dst);
     return round_to(b_, to, y);
   }
+  // Integer -> integer wraps (keeps the low bits, sign-extends); bool is 0 or 1.
   return is_bool(from) ? b_.CreateZExt(x, dst) : b_.CreateSExtOrTrunc(x, dst);
 }
 
@@ -267,7 +323,7 @@ void Emitter::reduce(const ir::Op& op) {
   }
   llvm::Value* init;
   if (op.kind == OpKind::ReduceSum) init = llvm::Constant::getNullValue(ct);
-  else if (fp) init = llvm::ConstantFP::getInfinity(ct, op.kind == OpKind::ReduceMax);
+  else if (fp) init = llvm::ConstantFP::getInfinity(ct, op.kind == OpKind::ReduceMax);  // folds with rules::float_max / min
   else if (is_bool(dtype)) init = b_.getInt1(op.kind == OpKind::ReduceMin);
   else init = op.kind == OpKind::ReduceMax ? llvm::ConstantInt::get(ct, llvm::APInt::getSignedMinValue(ct->getIntegerBitWidth()))
                                            : llvm::ConstantInt::get(ct, llvm::APInt::getSignedMaxValue(ct->getIntegerBitWidth()));

@@ -137,6 +137,7 @@ class Emitter {
   llvm::Value* unary(OpKind k, DType t, llvm::Value* x);
   // astype: the runtime's conversion rules (saturating float -> int, x != 0 -> bool, RNE rounding).
   llvm::Value* convert(DType from, DType to, llvm::Value* x);
+  llvm::Value* f32_round_to_odd(llvm::Value* d);
   llvm::Value* constant(const ir::Literal& lit, DType t);
   // An element-wise op: a scalar when every operand is one, else a lazy tensor.
   void elementwise(const ir::Op& op, std::function<llvm::Value*(const Index&)> gen);

@@ -2,6 +2,8 @@
 
 #include <llvm/IR/IRBuilder.h>
 
+#include "runtime/element_rules.h"
+
 namespace tessera::jit {
 
 llvm::Type* compute_type(llvm::IRBuilderBase& b, DType t) {
@@ -81,27 +83,17 @@ void store_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr, llvm::Valu
 }
 
 llvm::Value* round_to(llvm::IRBuilderBase& b, DType t, llvm::Value* value) {
+  // rules::f16_from_f32 then rules::f32_from_f16: LLVM's fptrunc / fpext (F16C) round to
+  // nearest-even, keep subnormals, and keep a NaN's sign and payload top, quieting it.
   if (t == DType::f16) return b.CreateFPExt(b.CreateFPTrunc(value, b.getHalfTy()), b.getFloatTy());
   if (t != DType::bf16) return value;
-  // Round to nearest-even on the bits, exactly as the runtime's bfloat16 does; NaN stays a quiet NaN.
+  // rules::bf16_from_f32: round to nearest-even on the bits; a NaN stays a quiet NaN.
   llvm::Value* u = b.CreateBitCast(value, b.getInt32Ty());
   llvm::Value* is_nan = b.CreateICmpUGT(b.CreateAnd(u, 0x7fffffff), b.getInt32(0x7f800000));
   llvm::Value* lsb = b.CreateAnd(b.CreateLShr(u, 16), 1);
   llvm::Value* rounded = b.CreateAnd(b.CreateAdd(b.CreateAdd(u, b.getInt32(0x7fff)), lsb), b.getInt32(0xffff0000u));
-  llvm::Value* quiet = b.CreateAnd(b.CreateOr(u, b.getInt32(0x00400000)), b.getInt32(0xffff0000u));
+  llvm::Value* quiet = b.CreateAnd(b.CreateOr(u, b.getInt32(rules::kBf16QuietBit32)), b.getInt32(0xffff0000u));
   return b.CreateBitCast(b.CreateSelect(is_nan, quiet, rounded), b.getFloatTy());
-}
-
-llvm::Value* constant_of(llvm::IRBuilderBase& b, DType t, double value, int64_t int_value, bool is_float) {
-  llvm::Type* ty = compute_type(b, t);
-  if (ty->isFloatingPointTy()) {
-    // Literals are rounded into the dtype the way the runtime's splat does.
-    llvm::Value* c = llvm::ConstantFP::get(ty, is_float ? value : static_cast<double>(int_value));
-    if (t == DType::bf16 || t == DType::f16) return round_to(b, t, c);
-    return c;
-  }
-  if (t == DType::i1) return b.getInt1((is_float ? value : static_cast<double>(int_value)) != 0);
-  return llvm::ConstantInt::get(ty, static_cast<uint64_t>(int_value), true);
 }
 
 std::vector<llvm::Value*> emit_loop(llvm::IRBuilderBase& b, llvm::Value* lo, llvm::Value* hi, llvm::Value* step,

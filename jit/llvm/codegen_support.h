@@ -27,12 +27,11 @@ llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t);
 llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr);
 // Stores a compute-type value (already rounded to `t`) at `ptr`.
 void store_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr, llvm::Value* value);
-// Rounds an f32 compute value to bf16 / f16 precision (identity for other dtypes).
+// Rounds an f32 compute value to bf16 / f16 precision (identity for other dtypes), by
+// runtime/element_rules.h's rules.
 llvm::Value* round_to(llvm::IRBuilderBase& b, DType t, llvm::Value* value);
 // The address of element `index` (i64) of an array of `t` at `base`.
 llvm::Value* element_address(llvm::IRBuilderBase& b, DType t, llvm::Value* base, llvm::Value* index);
-// A compute-type constant.
-llvm::Value* constant_of(llvm::IRBuilderBase& b, DType t, double value, int64_t int_value, bool is_float);
 
 // for (iv = lo; iv < hi; iv += step) carried = body(iv, carried); returns the final carried values.
 // The insertion point ends after the loop.

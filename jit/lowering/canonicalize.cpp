@@ -74,7 +74,8 @@ class Canonicalizer {
     const bool foldable = has_flag(op.kind, kElementwise) || op.kind == OpKind::BroadcastTo || op.kind == OpKind::Reshape;
     if (!foldable) return false;
     // Every operand a constant: a constant op is a splat, and an element-wise op of splats is the
-    // splat of the op on one element, so fold on scalars.
+    // splat of the op on one element, so fold on scalars, with the interpreter's block ops (the
+    // rules of runtime/element_rules.h), so a folded constant is what either backend would compute.
     std::vector<Array> scalars;
     for (ValueId v : op.operands) {
       ValueId mv = rw_.map(v);
