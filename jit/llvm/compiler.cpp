@@ -1,6 +1,7 @@
 #include "jit/llvm/compiler.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/raw_ostream.h>
@@ -61,6 +62,12 @@ std::string key_for(const ir::Function& lowered, const CpuTarget& t) {
   std::string text = fmt::format("tessera {} codegen {}\ntarget {} {} {} {} {}\nopt O2\n{}", TESSERA_VERSION,
                                  TESSERA_CODEGEN_HASH, t.name, t.triple, t.cpu, t.features, t.vector_bits,
                                  ir::print(lowered));
+  // Compiled code names ops by their index in the function (its runtime calls pass it), which the
+  // printed text does not show: two functions that print alike but store their ops in another order
+  // must not share an object.
+  text += "op order";
+  for (const ir::Op& op : lowered.ops)
+    text += fmt::format(" {}({})->({})", static_cast<int>(op.kind), fmt::join(op.operands, ","), fmt::join(op.results, ","));
   llvm::XXH128_hash_t h = llvm::xxh3_128bits(llvm::ArrayRef<uint8_t>(
       reinterpret_cast<const uint8_t*>(text.data()), text.size()));
   return fmt::format("{:016x}{:016x}", h.high64, h.low64);

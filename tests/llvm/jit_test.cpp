@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "jit/ir/parser.h"
+#include "jit/ir/printer.h"
 #include "jit/llvm/compiler.h"
 #include "runtime/launch.h"
 #include "tests/support/cache_dir.h"
@@ -86,6 +87,25 @@ TEST_SUITE("jit") {
     CHECK(jit::cache_key(lowered_scale(3.0f)) != a);
     CHECK(jit::cache_key(lowered_scale(2.0f, 64)) != a);
     CHECK(!jit::host_target().empty());
+  }
+
+  TEST_CASE("jit: the cache key covers the order ops are stored in, which compiled code refers to") {
+    // Two functions that print alike but store two ops the other way round: compiled code passes op
+    // indices to the runtime, so one object must not serve both.
+    const ir::Function& original = lowered_scale(2.0f);
+    ir::Function swapped = original;
+    const ir::Region& body = swapped.regions.at(swapped.body);
+    REQUIRE(body.ops.size() >= 2);
+    const ir::OpId a = body.ops[0], b = body.ops[1];
+    std::swap(swapped.ops[a], swapped.ops[b]);
+    for (ir::Region& r : swapped.regions) {
+      for (ir::OpId& id : r.ops) id = id == a ? b : id == b ? a : id;
+      if (r.parent_op == a || r.parent_op == b) r.parent_op = r.parent_op == a ? b : a;
+    }
+    for (ir::ValueInfo& v : swapped.values)
+      if (v.def == a || v.def == b) v.def = v.def == a ? b : a;
+    CHECK(ir::print(swapped) == ir::print(original));
+    CHECK(jit::cache_key(swapped) != jit::cache_key(original));
   }
 
   TEST_CASE("jit: a live kernel is found in memory, a dropped one on disk, none with the cache off") {
