@@ -12,6 +12,7 @@
 
 #include "benchmarks/bench_util.h"
 #include "benchmarks/openblas.h"
+#include "examples/double_buffering.h"
 #include "examples/seed_matmul.h"
 
 namespace pl = tessera;
@@ -22,19 +23,7 @@ namespace {
 // A 3-D array is split over the grid: program i sums x[i].
 constexpr int64_t kChunkRows = 256, kCols = 1024;
 void chunked_sum_kernel(pl::Ref x_hbm, pl::Ref o, pl::Ref slots, pl::Ref sems) {
-  const pl::Ref x = x_hbm.rank() == 3 ? x_hbm.at(pl::program_id(0)) : x_hbm;
-  const int64_t chunks = x.shape()[0] / kChunkRows;
-  auto chunk = [&](auto c, auto slot) {
-    return pl::make_async_copy(x.at(pl::ds(c * kChunkRows, kChunkRows), pl::all), slots.at(slot), sems.at(slot));
-  };
-  chunk(0, 0).start();
-  o() = pl::zeros_like(o);
-  pl::loop(0, chunks, [&](pl::Value c) {
-    pl::Value slot = c % 2;
-    pl::when(c + 1 < chunks, [&] { chunk(c + 1, 1 - slot).start(); });
-    chunk(c, slot).wait();
-    o() += slots(slot);
-  });
+  examples::double_buffered_sum(x_hbm.rank() == 3 ? x_hbm.at(pl::program_id(0)) : x_hbm, o, slots, sems);
 }
 
 }  // namespace
