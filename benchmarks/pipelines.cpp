@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   gemm.add_rate(grid_name, bench::measure([&] { grid_f32(g.x32, g.y32); }, runs), flops, 1e-9, "GFLOP/s", blas);
   auto emit_f32 = seed::make_emit_gemm(m, n, pl::f32);
   const double emit_rate =
-      gemm.add_rate("emit_pipeline f32", bench::measure([&] { emit_f32(g.x32, g.y32); }, runs), flops, 1e-9, "GFLOP/s", grid_name)
+      gemm.add_rate("emit_pipeline f32", bench::measure([&] { emit_f32(g.x32, g.y32); }, runs), flops, 1e-9, "GFLOP/s",
+                    grid_name)
           .value;
   gemm.note(fmt::format("emit_pipeline f32 is {:.2f}x {}", emit_rate / blas_rate, blas));
   auto grid_bf16 = seed::make_matmul(m, k, n, pl::f32);

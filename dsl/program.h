@@ -1,6 +1,7 @@
 // What pallas_call and mpmd_map share between tracing a kernel and launching it: the call's name,
-// backend and error title, the checks of input_output_aliases, scratch allocated in a traced kernel, and building the rt::Executable of a
-// traced kernel (lower it, then pick the backend: the interpreter or compiled code).
+// backend and error title, the checks of input_output_aliases, scratch allocated in a traced kernel,
+// and building the rt::Executable of a traced kernel (lower it, then pick the backend: the
+// interpreter or compiled code).
 //
 // Front-end layer (dsl/), internal: used by dsl/pallas_call.cpp and dsl/mpmd_map.cpp.
 #pragma once
