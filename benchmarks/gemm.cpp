@@ -41,54 +41,39 @@ namespace {
 // ---- the CPU's peak: independent accumulator chains in registers, no memory traffic ----
 // Enough chains to cover latency x pipes (FMA 4 x 2, VDPBF16PS 6 x 2 on current cores).
 
-__attribute__((target("avx2,fma"))) float fma_loop_256(int64_t iters) {
-  __m256 acc[12];
-  for (int j = 0; j < 12; ++j) acc[j] = _mm256_set1_ps(0.001f * static_cast<float>(j));
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-6f);
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int j = 0; j < 12; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
+// The loops share one shape: CHAINS accumulators of vector type V, each stepped `iters` times by
+// STEP(acc, a, b) with the constant operands a and b, then summed so that none is dead. A macro
+// rather than a template because each loop is compiled for its own ISA (the target attribute) and
+// must have that ISA's intrinsics inline in it. An unroll of 32 unrolls every chain loop fully.
+#define PEAK_LOOP(NAME, ISA, V, CHAINS, LANES, SPLAT, ADD, STOREU, OPERAND, A, B, STEP)   \
+  __attribute__((target(ISA))) float NAME(int64_t iters) {                                \
+    V acc[CHAINS];                                                                        \
+    for (int j = 0; j < CHAINS; ++j) acc[j] = SPLAT(0.001f * static_cast<float>(j));      \
+    const OPERAND a = A, b = B;                                                           \
+    for (int64_t i = 0; i < iters; ++i) {                                                 \
+      _Pragma("GCC unroll 32") for (int j = 0; j < CHAINS; ++j) acc[j] = STEP(acc[j], a, b); \
+    }                                                                                     \
+    V s = acc[0];                                                                         \
+    for (int j = 1; j < CHAINS; ++j) s = ADD(s, acc[j]);                                  \
+    float out[LANES];                                                                     \
+    STOREU(out, s);                                                                       \
+    return out[0];                                                                        \
   }
-  __m256 s = acc[0];
-  for (int j = 1; j < 12; ++j) s = _mm256_add_ps(s, acc[j]);
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  return out[0];
-}
+
+PEAK_LOOP(fma_loop_256, "avx2,fma", __m256, 12, 8, _mm256_set1_ps, _mm256_add_ps, _mm256_storeu_ps, __m256,
+          _mm256_set1_ps(0.999999f), _mm256_set1_ps(1e-6f), _mm256_fmadd_ps)
 constexpr double kFlopsPerIter256 = 12 * 8 * 2;
 
-__attribute__((target("avx512f"))) float fma_loop_512(int64_t iters) {
-  __m512 acc[16];
-  for (int j = 0; j < 16; ++j) acc[j] = _mm512_set1_ps(0.001f * static_cast<float>(j));
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-6f);
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
-  }
-  __m512 s = acc[0];
-  for (int j = 1; j < 16; ++j) s = _mm512_add_ps(s, acc[j]);
-  float out[16];
-  _mm512_storeu_ps(out, s);
-  return out[0];
-}
+PEAK_LOOP(fma_loop_512, "avx512f", __m512, 16, 16, _mm512_set1_ps, _mm512_add_ps, _mm512_storeu_ps, __m512,
+          _mm512_set1_ps(0.999999f), _mm512_set1_ps(1e-6f), _mm512_fmadd_ps)
 constexpr double kFlopsPerIter512 = 16 * 16 * 2;
 
-__attribute__((target("avx512f,avx512bf16"))) float dpbf16_loop(int64_t iters) {
-  __m512 acc[24];
-  for (int j = 0; j < 24; ++j) acc[j] = _mm512_set1_ps(0.001f * static_cast<float>(j));
-  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.001f), _mm512_set1_ps(0.002f));
-  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.003f), _mm512_set1_ps(0.004f));
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 24
-    for (int j = 0; j < 24; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
-  }
-  __m512 s = acc[0];
-  for (int j = 1; j < 24; ++j) s = _mm512_add_ps(s, acc[j]);
-  float out[16];
-  _mm512_storeu_ps(out, s);
-  return out[0];
-}
+PEAK_LOOP(dpbf16_loop, "avx512f,avx512bf16", __m512, 24, 16, _mm512_set1_ps, _mm512_add_ps, _mm512_storeu_ps, __m512bh,
+          _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.001f), _mm512_set1_ps(0.002f)),
+          _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.003f), _mm512_set1_ps(0.004f)), _mm512_dpbf16_ps)
 constexpr double kFlopsPerIterBf16 = 24 * 16 * 2 * 2;  // 16 lanes, each a pair of products
+
+#undef PEAK_LOOP
 
 volatile float sink;
 

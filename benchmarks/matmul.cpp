@@ -10,48 +10,46 @@
 
 #include "benchmarks/bench_util.h"
 #include "benchmarks/openblas.h"
+#include "benchmarks/seed_gemm.h"
 #include "examples/seed_matmul.h"
 
 namespace pl = tessera;
 
 int main(int argc, char** argv) {
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
-  const int64_t m = 2048, k = 2048, n = 1024;
-  const double flops = 2.0 * m * k * n;
+  bench::SeedGemm g;
+  const int64_t m = g.m, k = g.k, n = g.n;
+  const double flops = g.flops;
 
   bench::Report seed("matmul 2048x2048x1024, 128-blocks");
-  pl::Array x32 = pl::Array::random_normal({m, k}, pl::f32, 0), y32 = pl::Array::random_normal({k, n}, pl::f32, 1);
-  pl::Array x16 = x32.astype(pl::bf16), y16 = y32.astype(pl::bf16);
-  std::vector<float> c(static_cast<size_t>(m * n));
   for (int threads : {1, 2}) {
     openblas_set_num_threads(threads);
     pl::set_num_threads(threads);
     const std::string t = fmt::format("{} thread{}", threads, threads > 1 ? "s" : "");
     const std::string blas = "OpenBLAS sgemm f32, " + t;
-    seed.add_rate(blas, bench::measure([&] { bench::sgemm(x32.data_as<float>(), y32.data_as<float>(), c.data(), m, k, n); }, runs),
-                  flops, 1e-9, "GFLOP/s");
+    seed.add_rate(blas, bench::measure([&] { g.sgemm(); }, runs), flops, 1e-9, "GFLOP/s");
     auto f32_call = seed::make_matmul(m, k, n, pl::f32, {});
-    seed.add_rate("tessera f32, " + t, bench::measure([&] { f32_call(x32, y32); }, runs), flops, 1e-9, "GFLOP/s", blas);
+    seed.add_rate("tessera f32, " + t, bench::measure([&] { f32_call(g.x32, g.y32); }, runs), flops, 1e-9, "GFLOP/s", blas);
     const std::string blas16 = "OpenBLAS, bf16 inputs converted to f32, " + t;
     seed.add_rate(blas16,
                   bench::measure(
                       [&] {
-                        pl::Array a = x16.astype(pl::f32), b = y16.astype(pl::f32);
-                        bench::sgemm(a.data_as<float>(), b.data_as<float>(), c.data(), m, k, n);
+                        pl::Array a = g.x16.astype(pl::f32), b = g.y16.astype(pl::f32);
+                        bench::sgemm(a.data_as<float>(), b.data_as<float>(), g.c.data(), m, k, n);
                       },
                       runs),
                   flops, 1e-9, "GFLOP/s");
     auto bf16_call = seed::make_matmul(m, k, n, pl::bf16, {});
-    seed.add_rate("tessera bf16 in, f32 acc, bf16 out, " + t, bench::measure([&] { bf16_call(x16, y16); }, runs), flops,
+    seed.add_rate("tessera bf16 in, f32 acc, bf16 out, " + t, bench::measure([&] { bf16_call(g.x16, g.y16); }, runs), flops,
                   1e-9, "GFLOP/s", blas16);
   }
   // Parallel scaling of tessera itself.
   {
     pl::set_num_threads(1);
     auto call = seed::make_matmul(m, k, n, pl::f32, {});
-    bench::Stats one = bench::measure([&] { call(x32, y32); }, runs);
+    bench::Stats one = bench::measure([&] { call(g.x32, g.y32); }, runs);
     pl::set_num_threads(2);
-    bench::Stats two = bench::measure([&] { call(x32, y32); }, runs);
+    bench::Stats two = bench::measure([&] { call(g.x32, g.y32); }, runs);
     seed.add_rate("tessera f32 on 1 thread (scaling base)", one, flops, 1e-9, "GFLOP/s");
     seed.add_rate("tessera f32 on 2 threads (parallel dims)", two, flops, 1e-9, "GFLOP/s",
                   "tessera f32 on 1 thread (scaling base)");

@@ -12,6 +12,8 @@
 
 #include "benchmarks/bench_util.h"
 #include "benchmarks/openblas.h"
+#include "benchmarks/seed_gemm.h"
+#include "examples/double_buffering.h"
 #include "examples/seed_matmul.h"
 
 namespace pl = tessera;
@@ -22,19 +24,7 @@ namespace {
 // A 3-D array is split over the grid: program i sums x[i].
 constexpr int64_t kChunkRows = 256, kCols = 1024;
 void chunked_sum_kernel(pl::Ref x_hbm, pl::Ref o, pl::Ref slots, pl::Ref sems) {
-  const pl::Ref x = x_hbm.rank() == 3 ? x_hbm.at(pl::program_id(0)) : x_hbm;
-  const int64_t chunks = x.shape()[0] / kChunkRows;
-  auto chunk = [&](auto c, auto slot) {
-    return pl::make_async_copy(x.at(pl::ds(c * kChunkRows, kChunkRows), pl::all), slots.at(slot), sems.at(slot));
-  };
-  chunk(0, 0).start();
-  o() = pl::zeros_like(o);
-  pl::loop(0, chunks, [&](pl::Value c) {
-    pl::Value slot = c % 2;
-    pl::when(c + 1 < chunks, [&] { chunk(c + 1, 1 - slot).start(); });
-    chunk(c, slot).wait();
-    o() += slots(slot);
-  });
+  examples::double_buffered_sum(x_hbm.rank() == 3 ? x_hbm.at(pl::program_id(0)) : x_hbm, o, slots, sems);
 }
 
 }  // namespace
@@ -44,30 +34,26 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(1);
   pl::set_num_threads(1);
 
-  const int64_t m = 2048, k = 2048, n = 1024;
-  const double flops = 2.0 * m * k * n;
+  bench::SeedGemm g;
+  const int64_t m = g.m, k = g.k, n = g.n;
+  const double flops = g.flops;
   bench::Report gemm("seed GEMM 2048x2048x1024, 128-blocks, 1 thread: emit_pipeline vs pallas_call vs OpenBLAS");
-  pl::Array x32 = pl::Array::random_normal({m, k}, pl::f32, 0), w32 = pl::Array::random_normal({k, n}, pl::f32, 1);
-  pl::Array x16 = x32.astype(pl::bf16), w16 = w32.astype(pl::bf16);
-  std::vector<float> c(static_cast<size_t>(m * n));
   const std::string blas = "OpenBLAS sgemm f32";
-  const double blas_rate =
-      gemm.add_rate(blas, bench::measure([&] { bench::sgemm(x32.data_as<float>(), w32.data_as<float>(), c.data(), m, k, n); }, runs),
-                    flops, 1e-9, "GFLOP/s")
-          .value;
+  const double blas_rate = gemm.add_rate(blas, bench::measure([&] { g.sgemm(); }, runs), flops, 1e-9, "GFLOP/s").value;
   auto grid_f32 = seed::make_matmul(m, k, n, pl::f32);
   const std::string grid_name = "pallas_call grid f32";
-  gemm.add_rate(grid_name, bench::measure([&] { grid_f32(x32, w32); }, runs), flops, 1e-9, "GFLOP/s", blas);
+  gemm.add_rate(grid_name, bench::measure([&] { grid_f32(g.x32, g.y32); }, runs), flops, 1e-9, "GFLOP/s", blas);
   auto emit_f32 = seed::make_emit_gemm(m, n, pl::f32);
   const double emit_rate =
-      gemm.add_rate("emit_pipeline f32", bench::measure([&] { emit_f32(x32, w32); }, runs), flops, 1e-9, "GFLOP/s", grid_name)
+      gemm.add_rate("emit_pipeline f32", bench::measure([&] { emit_f32(g.x32, g.y32); }, runs), flops, 1e-9, "GFLOP/s",
+                    grid_name)
           .value;
   gemm.note(fmt::format("emit_pipeline f32 is {:.2f}x {}", emit_rate / blas_rate, blas));
   auto grid_bf16 = seed::make_matmul(m, k, n, pl::f32);
   const std::string grid16 = "pallas_call grid bf16 in, f32 out";
-  gemm.add_rate(grid16, bench::measure([&] { grid_bf16(x16, w16); }, runs), flops, 1e-9, "GFLOP/s", blas);
+  gemm.add_rate(grid16, bench::measure([&] { grid_bf16(g.x16, g.y16); }, runs), flops, 1e-9, "GFLOP/s", blas);
   auto emit_bf16 = seed::make_emit_gemm(m, n, pl::f32);
-  gemm.add_rate("emit_pipeline bf16 in, f32 out", bench::measure([&] { emit_bf16(x16, w16); }, runs), flops, 1e-9,
+  gemm.add_rate("emit_pipeline bf16 in, f32 out", bench::measure([&] { emit_bf16(g.x16, g.y16); }, runs), flops, 1e-9,
                 "GFLOP/s", grid16);
   gemm.print();
 

@@ -41,12 +41,9 @@ struct Programs {
 
 }  // namespace
 
-class MpmdImpl {
+class MpmdImpl : public CallBase {
  public:
-  explicit MpmdImpl(MpmdSpec spec) : spec_(std::move(spec)) {
-    if (spec_.options.name.empty()) spec_.options.name = "kernel";
-    name_ = spec_.options.name;
-    interpreted_ = runs_interpreted(spec_.options);
+  explicit MpmdImpl(MpmdSpec spec) : CallBase("mpmd_map", spec.options), spec_(std::move(spec)) {
     check_meshes();
     for (size_t p = 0; p < spec_.pairs.size(); ++p) {
       first_member_.push_back(members_);
@@ -57,12 +54,8 @@ class MpmdImpl {
 
   std::vector<Array> run(std::span<const Array> args, SourceLoc loc);
   std::shared_ptr<const Programs> programs(std::span<const Array> args, SourceLoc loc);
-  bool interpreted() const { return interpreted_; }
 
  private:
-  [[noreturn]] void fail(std::string what, std::string given, std::string fix, SourceLoc loc) const {
-    throw UserError(fmt::format("mpmd_map `{}`: {}", name_, what), std::move(given), std::move(fix), loc);
-  }
   std::string mesh_str(size_t p) const {
     const MeshKernel& pair = spec_.pairs[p];
     return pair.of_cores ? fmt::format("CoreMesh(\"{}\", {})", pair.mesh.axis_names()[0], pair.mesh.size())
@@ -78,8 +71,6 @@ class MpmdImpl {
   }
 
   MpmdSpec spec_;
-  std::string name_;
-  bool interpreted_ = false;
   std::vector<std::shared_ptr<const Mesh>> meshes_;
   std::vector<int64_t> first_member_;  // by pair: the group member of its mesh's point 0
   int64_t members_ = 0;
@@ -128,13 +119,10 @@ void MpmdImpl::validate(std::span<const Array> args, SourceLoc loc) const {
                        "scratch",
                        spec_.pairs[p].kernel.arity, ni + no + ns, ni, no, ns),
            "make every kernel take one pl::Ref per input, output and scratch buffer, in that order", spec_.pairs[p].loc);
-  check_aliases(spec_.options.input_output_aliases, args, std::nullopt, spec_.out_shapes, loc,
-                [this](std::string what, std::string given, std::string fix, SourceLoc at) {
-                  fail(std::move(what), std::move(given), std::move(fix), at);
-                });
+  check_aliases(spec_.options.input_output_aliases, args, std::nullopt, spec_.out_shapes, loc);
   for (size_t k = 0; k < ns; ++k)
     if (!shared(spec_.scratch_shapes[k]))
-      check_allocatable(spec_.scratch_shapes[k], fmt::format("scratch {}", k), fmt::format("mpmd_map `{}`", name_));
+      check_allocatable(spec_.scratch_shapes[k], fmt::format("scratch {}", k), title());
 }
 
 ir::Function MpmdImpl::trace(size_t pair, std::span<const Array> args) const {
@@ -200,7 +188,7 @@ std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, 
     exe->key = rt::LaunchKey{name_, std::nullopt, spec_.loc};
     exe->operands = operands;
     exe->aliases.assign(spec_.options.input_output_aliases.begin(), spec_.options.input_output_aliases.end());
-    build_executable(*exe, prog.traced, spec_.options, interpreted_, fmt::format("mpmd_map `{}`, function {}", name_, p));
+    build_executable(*exe, prog.traced, spec_.options, interpreted(), fmt::format("{}, function {}", title(), p));
     prog.exe = std::move(exe);
   }
   // Every point of every mesh, in order: participant i is member i of the launch group.
@@ -217,7 +205,7 @@ std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, 
 
 std::vector<Array> MpmdImpl::run(std::span<const Array> args, SourceLoc loc) {
   const std::shared_ptr<const Programs> progs = programs(args, loc);
-  return rt::launch_together(fmt::format("mpmd_map `{}`", name_), progs->participants, args);
+  return rt::launch_together(title(), progs->participants, args);
 }
 
 bool mpmd_interpreted(const MpmdImpl& call) { return call.interpreted(); }

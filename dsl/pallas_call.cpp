@@ -13,7 +13,6 @@
 #include "dsl/run_scoped.h"
 #include "dsl/trace.h"
 #include "jit/lowering/canonicalize.h"
-#include "runtime/config.h"
 #include "runtime/launch.h"
 #include "runtime/mesh.h"
 
@@ -56,20 +55,15 @@ bool same_signature(const std::vector<std::pair<DType, Shape>>& sig, std::span<c
 
 }  // namespace
 
-class CallImpl {
+class CallImpl : public CallBase {
  public:
-  explicit CallImpl(CallSpec spec) : spec_(std::move(spec)) {
-    if (spec_.options.name.empty()) spec_.options.name = "kernel";
-    name_ = spec_.options.name;
-    interpreted_ = runs_interpreted(spec_.options);
-  }
+  explicit CallImpl(CallSpec spec) : CallBase("pallas_call", spec.options), spec_(std::move(spec)) {}
 
   std::vector<Array> run(std::span<const Array> args, SourceLoc loc);
   // The program for these arguments: traced, lowered and built on the first call with their
   // signature (on a mesh, for its mesh), then remembered.
   std::shared_ptr<const Program> program(std::span<const Array> args, SourceLoc loc);
   const CallOptions& options() const { return spec_.options; }
-  bool interpreted() const { return interpreted_; }
 
  private:
   int num_inputs(size_t num_args) const { return static_cast<int>(num_args) - spec_.num_scalar_prefetch; }
@@ -77,13 +71,8 @@ class CallImpl {
   std::vector<ir::DimSemantics> semantics() const;
   ir::Function trace(std::span<const Array> args) const;
   const BlockSpec& spec_for(int operand, int inputs) const;
-  [[noreturn]] void fail(std::string what, std::string given, std::string fix, SourceLoc loc) const {
-    throw UserError(fmt::format("pallas_call `{}`: {}", name_, what), std::move(given), std::move(fix), loc);
-  }
 
   CallSpec spec_;
-  std::string name_;
-  bool interpreted_ = false;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const Program>> programs_;
   std::shared_ptr<const Program> last_;  // the program of the previous call: usually this one's
@@ -154,12 +143,9 @@ void CallImpl::validate(std::span<const Array> args, SourceLoc loc) const {
   if (spec_.options.interpret && spec_.options.interpret->num_cores_or_threads < 1)
     fail("InterpretParams::num_cores_or_threads must be >= 1",
          fmt::format("{}", spec_.options.interpret->num_cores_or_threads), "use 1 or more cores", spec_.loc);
-  check_aliases(spec_.options.input_output_aliases, args, np, spec_.out_shapes, loc,
-                [this](std::string what, std::string given, std::string fix, SourceLoc at) {
-                  fail(std::move(what), std::move(given), std::move(fix), at);
-                });
+  check_aliases(spec_.options.input_output_aliases, args, np, spec_.out_shapes, loc);
   for (size_t k = 0; k < spec_.scratch_shapes.size(); ++k)
-    check_allocatable(spec_.scratch_shapes[k], fmt::format("scratch {}", k), fmt::format("pallas_call `{}`", name_));
+    check_allocatable(spec_.scratch_shapes[k], fmt::format("scratch {}", k), title());
 }
 
 ir::Function CallImpl::trace(std::span<const Array> args) const {
@@ -171,7 +157,7 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
     TraceContext ctx(fn, name_);
     ctx.collective_id = spec_.options.compiler_params.collective_id;
     ir::Builder& b = ctx.builder();
-    PipelineContext pc{fmt::format("pallas_call `{}`", name_), spec_.loc, spec_.grid, {}, 1};
+    PipelineContext pc{title(), spec_.loc, spec_.grid, {}, 1};
     // How each input and output reaches the body; unwindowed ones keep their memory space (ANY/HBM).
     std::set<int> aliased, aliased_inputs;
     for (auto [in, out] : spec_.options.input_output_aliases) {
@@ -255,7 +241,7 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
   exe->aliases.assign(spec_.options.input_output_aliases.begin(), spec_.options.input_output_aliases.end());
   exe->grid = spec_.grid;
   exe->semantics = semantics();
-  build_executable(*exe, p->traced, spec_.options, interpreted_, fmt::format("pallas_call `{}`", name_));
+  build_executable(*exe, p->traced, spec_.options, interpreted(), title());
   p->exe = std::move(exe);
   programs_.emplace(key, p);
   return remember(p);
@@ -264,14 +250,10 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
 std::vector<Array> CallImpl::run(std::span<const Array> args, SourceLoc loc) {
   std::shared_ptr<const Program> prog = program(args, loc);
   if (prog->exe->communicates && !rt::current_device())
-    throw UserError(fmt::format("pallas_call `{}` talks to other devices but runs outside a mesh", name_),
+    throw UserError(fmt::format("{} talks to other devices but runs outside a mesh", title()),
                     "a kernel with remote copies or signals called outside pl::shard_map",
                     "call it inside pl::shard_map(f, mesh, in_specs, out_specs)", spec_.loc);
   return rt::launch(*prog->exe, args);
-}
-
-bool runs_interpreted(const CallOptions& options) {
-  return options.interpret.has_value() || config::interpret();
 }
 
 const CallOptions& call_options(const CallImpl& call) { return call.options(); }

@@ -90,10 +90,6 @@ struct ArrayArg {
 
 namespace detail {
 
-// Whether a call made with these options runs in the interpreter: when it asks for it, or when
-// TESSERA_INTERPRET is set as the call is made.
-bool runs_interpreted(const CallOptions& options);
-
 // The call operators of a kernel call over pl::Arrays, returning one Array or all outputs.
 // `Call::launch(args, loc)` runs it.
 template <class Call, class Result>

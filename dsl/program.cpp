@@ -8,9 +8,36 @@
 #include "jit/ir/printer.h"
 #include "jit/llvm/compiler.h"
 #include "jit/lowering/lowering.h"
+#include "runtime/config.h"
 #include "runtime/interpreter/interpreter.h"
 
 namespace tessera::detail {
+
+// Whether a call made with these options runs in the interpreter: when it asks for it, or when
+// TESSERA_INTERPRET is set as the call is made.
+namespace {
+bool runs_interpreted(const CallOptions& options) { return options.interpret.has_value() || config::interpret(); }
+}  // namespace
+
+CallBase::CallBase(std::string_view api, CallOptions& options) {
+  if (options.name.empty()) options.name = "kernel";
+  name_ = options.name;
+  title_ = fmt::format("{} `{}`", api, name_);
+  interpreted_ = runs_interpreted(options);
+}
+
+void CallBase::fail(std::string what, std::string given, std::string fix, SourceLoc loc) const {
+  throw UserError(fmt::format("{}: {}", title_, what), std::move(given), std::move(fix), loc);
+}
+
+void CallBase::check_aliases(const std::map<int, int>& aliases, std::span<const Array> args,
+                             std::optional<int> num_prefetch, const std::vector<ShapeDtype>& out_shapes,
+                             SourceLoc loc) const {
+  detail::check_aliases(aliases, args, num_prefetch, out_shapes, loc,
+                        [this](std::string what, std::string given, std::string fix, SourceLoc at) {
+                          fail(std::move(what), std::move(given), std::move(fix), at);
+                        });
+}
 
 void check_aliases(const std::map<int, int>& aliases, std::span<const Array> args, std::optional<int> num_prefetch,
                    const std::vector<ShapeDtype>& out_shapes, SourceLoc loc, const FailFn& fail) {

@@ -1,6 +1,7 @@
-// What pallas_call and mpmd_map share between tracing a kernel and launching it: the checks of
-// input_output_aliases, scratch allocated in a traced kernel, and building the rt::Executable of a
-// traced kernel (lower it, then pick the backend: the interpreter or compiled code).
+// What pallas_call and mpmd_map share between tracing a kernel and launching it: the call's name,
+// backend and error title, the checks of input_output_aliases, scratch allocated in a traced kernel,
+// and building the rt::Executable of a traced kernel (lower it, then pick the backend: the
+// interpreter or compiled code).
 //
 // Front-end layer (dsl/), internal: used by dsl/pallas_call.cpp and dsl/mpmd_map.cpp.
 #pragma once
@@ -36,6 +37,29 @@ using FailFn = std::function<void(std::string what, std::string given, std::stri
 // but cannot be aliased), how many; none for a call without them. `loc`: the call.
 void check_aliases(const std::map<int, int>& aliases, std::span<const Array> args, std::optional<int> num_prefetch,
                    const std::vector<ShapeDtype>& out_shapes, SourceLoc loc, const FailFn& fail);
+
+// What pallas_call and mpmd_map settle when the call is made, and how their misuse errors name it:
+// the name (options.name, set to "kernel" when empty), the backend, and the title "api `name`".
+class CallBase {
+ public:
+  bool interpreted() const { return interpreted_; }
+
+ protected:
+  CallBase(std::string_view api, CallOptions& options);
+  // "pallas_call `k`": opens every error message and names the call in IR dumps.
+  const std::string& title() const { return title_; }
+  // Throws UserError("<title>: what", given, fix, loc).
+  [[noreturn]] void fail(std::string what, std::string given, std::string fix, SourceLoc loc) const;
+  // check_aliases below, failing with this call's title.
+  void check_aliases(const std::map<int, int>& aliases, std::span<const Array> args, std::optional<int> num_prefetch,
+                     const std::vector<ShapeDtype>& out_shapes, SourceLoc loc) const;
+
+  std::string name_;
+
+ private:
+  std::string title_;
+  bool interpreted_ = false;
+};
 
 // Allocates scratch buffer `k` in the kernel being traced: each core's own, named "scratch k".
 Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k);

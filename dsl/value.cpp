@@ -143,7 +143,10 @@ using detail::unify;
 namespace {
 
 bool is_comparison(OpKind k) {
-  return k == OpKind::Eq || k == OpKind::Ne || k == OpKind::Lt || k == OpKind::Le || k == OpKind::Gt || k == OpKind::Ge;
+  switch (k) {
+    TESSERA_COMPARISON_OPS(TESSERA_OP_CASE) return true;
+    default: return false;
+  }
 }
 
 // Emits an element-wise binary op on operands already of one type and shape.
@@ -191,11 +194,24 @@ Value logical(OpKind kind, const Operand& a, const Operand& b, std::string_view 
 }
 
 // Transcendental ops on integers promote to f32, as in jnp.
+// Emits a unary op whose result has the operand's type (every unary op in the IR).
+Value emit_unary(OpKind kind, const Value& v, std::string_view api, SourceLoc loc) {
+  auto& ctx = detail::TraceContext::current(api, loc);
+  return emit(ctx, kind, {v}, v.type(), {}, loc);
+}
+
 Value float_unary(OpKind kind, const Operand& x, std::string_view api) {
   Value v = x.materialize(x.is_literal() ? std::optional<DType>(DType::f32) : std::nullopt);
   if (!is_float(v.dtype())) v = detail::cast_to(v, DType::f32, x.loc());
-  auto& ctx = detail::TraceContext::current(api, x.loc());
-  return emit(ctx, kind, {v}, v.type(), {}, x.loc());
+  return emit_unary(kind, v, api, x.loc());
+}
+
+// Negation and pl::abs: any numeric operand; a bool is refused, with `fix` as the advice.
+Value numeric_unary(OpKind kind, const Operand& x, std::string_view api, std::string_view fix) {
+  Value v = x.materialize();
+  if (is_bool(v.dtype()))
+    throw UserError(fmt::format("{} needs a numeric operand, not bool", api), describe(v), std::string(fix), x.loc());
+  return emit_unary(kind, v, api, x.loc());
 }
 
 }  // namespace
@@ -222,37 +238,23 @@ Value pow(const Operand& a, const Operand& b) { return binary(OpKind::Pow, a, b,
 
 Value operator-(const Operand& a) { return neg(a); }
 
-Value neg(const Operand& x) {
-  Value v = x.materialize();
-  if (is_bool(v.dtype()))
-    throw UserError("negation needs a numeric operand, not bool", describe(v), "use ! or pl::logical_not for bool", x.loc());
-  auto& ctx = detail::TraceContext::current("negation", x.loc());
-  return emit(ctx, OpKind::Neg, {v}, v.type(), {}, x.loc());
-}
+Value neg(const Operand& x) { return numeric_unary(OpKind::Neg, x, "negation", "use ! or pl::logical_not for bool"); }
 
-Value abs(const Operand& x) {
-  Value v = x.materialize();
-  if (is_bool(v.dtype()))
-    throw UserError("pl::abs needs a numeric operand, not bool", describe(v), "cast with .astype(pl::i32) first", x.loc());
-  auto& ctx = detail::TraceContext::current("pl::abs", x.loc());
-  return emit(ctx, OpKind::Abs, {v}, v.type(), {}, x.loc());
-}
+Value abs(const Operand& x) { return numeric_unary(OpKind::Abs, x, "pl::abs", "cast with .astype(pl::i32) first"); }
 
 Value operator!(const Operand& a) { return logical_not(a); }
 
 Value logical_not(const Operand& x) {
   Value v = x.materialize();
   if (!is_bool(v.dtype())) v = emit_binary(OpKind::Ne, v, zeros_of_type(v, x.loc()), x.loc());
-  auto& ctx = detail::TraceContext::current("pl::logical_not", x.loc());
-  return emit(ctx, OpKind::Not, {v}, v.type(), {}, x.loc());
+  return emit_unary(OpKind::Not, v, "pl::logical_not", x.loc());
 }
 
 Value operator~(const Operand& x) {
   Value v = x.materialize();
   if (is_float(v.dtype()))
     throw UserError("operator~ needs a bool or integer operand", describe(v), "for floats there is no bitwise not", x.loc());
-  auto& ctx = detail::TraceContext::current("operator~", x.loc());
-  return emit(ctx, OpKind::Not, {v}, v.type(), {}, x.loc());
+  return emit_unary(OpKind::Not, v, "operator~", x.loc());
 }
 
 Value exp(const Operand& x) { return float_unary(OpKind::Exp, x, "pl::exp"); }
@@ -266,14 +268,25 @@ Value floor(const Operand& x) { return float_unary(OpKind::Floor, x, "pl::floor"
 Value ceil(const Operand& x) { return float_unary(OpKind::Ceil, x, "pl::ceil"); }
 Value sigmoid(const Operand& x) { return float_unary(OpKind::Logistic, x, "pl::sigmoid"); }
 
+namespace {
+
+// The operands of pl::floor_divide and pl::mod, unified to one type, which must be numeric.
+std::pair<Value, Value> numeric_operands(const Operand& a, const Operand& b, std::string_view api) {
+  auto [x, y] = unify(a, b, api);
+  if (is_bool(x.dtype()))
+    throw UserError(fmt::format("{} needs numeric operands, not bool", api), describe(x), "cast with .astype(pl::i32)",
+                    a.loc());
+  return {x, y};
+}
+
+}  // namespace
+
 // pl::floor_divide and pl::mod are compositions of IR ops that compute runtime/element_rules.h's
 // rules::int_floor_div / int_mod and rules::float_floor_div / float_mod step by step, so both
 // backends run them with their div, rem, floor and select.
 Value floor_divide(const Operand& a, const Operand& b) {
-  auto [x, y] = unify(a, b, "pl::floor_divide");
+  auto [x, y] = numeric_operands(a, b, "pl::floor_divide");
   const SourceLoc loc = a.loc();
-  if (is_bool(x.dtype()))
-    throw UserError("pl::floor_divide needs numeric operands, not bool", describe(x), "cast with .astype(pl::i32)", loc);
   auto& ctx = detail::TraceContext::current("pl::floor_divide", loc);
   if (is_float(x.dtype())) {
     // rules::float_floor_div, in f32 for bf16/f16 so that only the result rounds (its steps would
@@ -305,10 +318,8 @@ Value floor_divide(const Operand& a, const Operand& b) {
 }
 
 Value mod(const Operand& a, const Operand& b) {
-  auto [x, y] = unify(a, b, "pl::mod");
+  auto [x, y] = numeric_operands(a, b, "pl::mod");
   const SourceLoc loc = a.loc();
-  if (is_bool(x.dtype()))
-    throw UserError("pl::mod needs numeric operands, not bool", describe(x), "cast with .astype(pl::i32)", loc);
   auto& ctx = detail::TraceContext::current("pl::mod", loc);
   // rules::int_mod / float_mod: the truncated remainder plus y when its sign differs from y's. In
   // bf16/f16 the remainder is exact, so rounding after each op rounds only the sum, as the rule does.

@@ -14,24 +14,16 @@
 #include <cmath>
 #include <cstdio>
 
+#include "examples/double_buffering.h"
 #include "examples/example_util.h"
 
 namespace pl = tessera;
 
 constexpr int64_t kChunk = 8, kChunks = 32, kCols = 128;
 
+// The loop itself lives in double_buffering.h, which the benchmarks and tests share.
 void chunked_sum_kernel(pl::Ref x_hbm, pl::Ref o, pl::Ref slots, pl::Ref sems) {
-  auto chunk = [&](auto c, auto slot) {
-    return pl::make_async_copy(x_hbm.at(pl::ds(c * kChunk, kChunk), pl::all), slots.at(slot), sems.at(slot));
-  };
-  chunk(0, 0).start();
-  o() = pl::zeros_like(o);
-  pl::loop(0, kChunks, [&](pl::Value c) {
-    pl::Value slot = c % 2;
-    pl::when(c + 1 < kChunks, [&] { chunk(c + 1, 1 - slot).start(); });  // prefetch the next chunk
-    chunk(c, slot).wait();
-    o() += slots(slot);
-  });
+  examples::double_buffered_sum(x_hbm, o, slots, sems);
 }
 
 // Broken: reads the slot before waiting for it.

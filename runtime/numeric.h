@@ -16,27 +16,23 @@
 
 namespace tessera {
 
-// bfloat16: the top 16 bits of an f32. Conversions round to nearest-even and keep NaN a NaN
-// (rules::bf16_from_f32); from f64 they round once (rules::f32_round_to_odd).
-struct bfloat16 {
+// A 16-bit storage float kept as its bits. `Narrow` rounds an f32 to nearest-even into the bits and
+// `Widen` gives them back exactly, both element rules; from f64 the conversion rounds once
+// (rules::f32_round_to_odd first). Arithmetic widens to f32 (compute_t below).
+template <uint16_t (*Narrow)(float), float (*Widen)(uint16_t)>
+struct StorageFloat16 {
   uint16_t bits = 0;
-  bfloat16() = default;
-  explicit bfloat16(float f) : bits(rules::bf16_from_f32(f)) {}
-  explicit bfloat16(double d) : bits(rules::bf16_from_f32(rules::f32_round_to_odd(d))) {}
-  explicit operator float() const { return rules::f32_from_bf16(bits); }
-  static uint16_t from_float(float f) { return rules::bf16_from_f32(f); }
+  StorageFloat16() = default;
+  explicit StorageFloat16(float f) : bits(Narrow(f)) {}
+  explicit StorageFloat16(double d) : bits(Narrow(rules::f32_round_to_odd(d))) {}
+  explicit operator float() const { return Widen(bits); }
+  static uint16_t from_float(float f) { return Narrow(f); }
 };
 
-// IEEE binary16. Conversions round to nearest-even, overflow to infinity and keep subnormals
-// (rules::f16_from_f32); from f64 they round once (rules::f32_round_to_odd).
-struct float16 {
-  uint16_t bits = 0;
-  float16() = default;
-  explicit float16(float f) : bits(rules::f16_from_f32(f)) {}
-  explicit float16(double d) : bits(rules::f16_from_f32(rules::f32_round_to_odd(d))) {}
-  explicit operator float() const { return rules::f32_from_f16(bits); }
-  static uint16_t from_float(float f) { return rules::f16_from_f32(f); }
-};
+// bfloat16: the top 16 bits of an f32; a NaN stays a NaN (rules::bf16_from_f32).
+using bfloat16 = StorageFloat16<rules::bf16_from_f32, rules::f32_from_bf16>;
+// IEEE binary16: overflows to infinity and keeps subnormals (rules::f16_from_f32).
+using float16 = StorageFloat16<rules::f16_from_f32, rules::f32_from_f16>;
 
 // The C++ type that stores one element of each dtype.
 template <DType D> struct storage_of;

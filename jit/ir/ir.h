@@ -24,6 +24,22 @@ enum class OpKind : uint16_t {
 #undef TESSERA_OP
 };
 
+// The element-wise op groups that the verifier, the interpreter and the code generator each treat
+// as one (ops.def lists them under the same headings), as X-macros over the op names. With
+// TESSERA_OP_CASE they give an exhaustive switch one line per group, and the compiler still flags an
+// op that neither a group nor a case covers:
+//   switch (op.kind) {
+//     TESSERA_UNARY_OPS(TESSERA_OP_CASE) return unary(op);
+//     ...
+// Arithmetic, logical and bitwise: (a, b) -> the operand type.
+#define TESSERA_ARITHMETIC_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Rem) X(Pow) X(Max) X(Min) X(And) X(Or) X(Xor)
+// Comparisons: (a, b) -> i1.
+#define TESSERA_COMPARISON_OPS(X) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)
+// Unary: (a) -> the operand type.
+#define TESSERA_UNARY_OPS(X) \
+  X(Neg) X(Abs) X(Not) X(Exp) X(Log) X(Tanh) X(Sqrt) X(Rsqrt) X(Logistic) X(Sin) X(Cos) X(Floor) X(Ceil)
+#define TESSERA_OP_CASE(name) case ::tessera::ir::OpKind::name:
+
 enum OpFlags : uint32_t {
   kPure = 1u << 0,         // no side effects: removable when its results are unused
   kCSE = 1u << 1,          // identical ops may be merged into one (hash-consed while tracing)

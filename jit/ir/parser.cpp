@@ -149,6 +149,16 @@ class Parser {
     while (pos_ < text_.size() && is_word_char(text_[pos_])) ++pos_;
     return text_.substr(start, pos_ - start);
   }
+  // A memory space by name; on anything else the error points at the word and says `expected`.
+  MemorySpace memory_space(const std::string& expected) {
+    const size_t at = (skip_spaces(), pos_);
+    const auto space = space_by_name(word());
+    if (!space) {
+      pos_ = at;
+      fail(expected);
+    }
+    return *space;
+  }
   int64_t integer() {
     skip_spaces();
     const size_t start = pos_;
@@ -234,14 +244,9 @@ class Parser {
       expect("<");
       auto [dtype, shape] = tensor_type();
       expect(",");
-      const size_t at = (skip_spaces(), pos_);
-      const auto space = space_by_name(word());
-      if (!space) {
-        pos_ = at;
-        fail("a memory space (any, hbm, vmem, smem, semaphore)");
-      }
+      const MemorySpace space = memory_space("a memory space (any, hbm, vmem, smem, semaphore)");
       expect(">");
-      return Type::ref(dtype, std::move(shape), *space);
+      return Type::ref(dtype, std::move(shape), space);
     }
     auto [dtype, shape] = tensor_type();
     return Type::tensor(dtype, std::move(shape));
@@ -736,13 +741,7 @@ class Parser {
           }
         } while (accept(","));
         expect("]");
-        const size_t at = (skip_spaces(), pos_);
-        const auto space = space_by_name(word());
-        if (!space) {
-          pos_ = at;
-          fail("the block's memory space (vmem, smem, ...)");
-        }
-        po.space = *space;
+        po.space = memory_space("the block's memory space (vmem, smem, ...)");
         if (accept("buffers")) {
           expect("=");
           po.buffers = integer();

@@ -159,17 +159,7 @@ class Verifier {
         check(std::holds_alternative<int64_t>(o.attr) && std::get<int64_t>(o.attr) >= 0, id, "needs an axis >= 0");
         check(pipeline_depth_ > 0, id, "grid queries must be inside a pipeline");
         return;
-      case OpKind::Add:
-      case OpKind::Sub:
-      case OpKind::Mul:
-      case OpKind::Div:
-      case OpKind::Rem:
-      case OpKind::Pow:
-      case OpKind::Max:
-      case OpKind::Min:
-      case OpKind::And:
-      case OpKind::Or:
-      case OpKind::Xor: {
+      TESSERA_ARITHMETIC_OPS(TESSERA_OP_CASE) {
         expect_counts(id, 2, 1);
         const Type& a = t(o.operands[0]);
         check(a.is_tensor() && a == t(o.operands[1]), id,
@@ -181,31 +171,14 @@ class Verifier {
           check(!is_bool(a.dtype), id, "arithmetic needs numeric operands, got bool");
         return;
       }
-      case OpKind::Eq:
-      case OpKind::Ne:
-      case OpKind::Lt:
-      case OpKind::Le:
-      case OpKind::Gt:
-      case OpKind::Ge: {
+      TESSERA_COMPARISON_OPS(TESSERA_OP_CASE) {
         expect_counts(id, 2, 1);
         const Type& a = t(o.operands[0]);
         check(a.is_tensor() && a == t(o.operands[1]), id, "operands must be tensors of one type");
         check(result(0) == Type::tensor(DType::i1, a.shape), id, "comparisons produce i1 of the operand shape");
         return;
       }
-      case OpKind::Neg:
-      case OpKind::Abs:
-      case OpKind::Not:
-      case OpKind::Exp:
-      case OpKind::Log:
-      case OpKind::Tanh:
-      case OpKind::Sqrt:
-      case OpKind::Rsqrt:
-      case OpKind::Logistic:
-      case OpKind::Sin:
-      case OpKind::Cos:
-      case OpKind::Floor:
-      case OpKind::Ceil: {
+      TESSERA_UNARY_OPS(TESSERA_OP_CASE) {
         expect_counts(id, 1, 1);
         const Type& a = t(o.operands[0]);
         check(a.is_tensor() && result(0) == a, id, "result type must equal the operand type");

@@ -311,36 +311,9 @@ void Emitter::emit_op(ir::OpId id) {
   const ir::Op& op = fn_.ops[id];
   switch (op.kind) {
     case OpKind::Constant: emit_constant(op); return;
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Rem:
-    case OpKind::Pow:
-    case OpKind::Max:
-    case OpKind::Min:
-    case OpKind::And:
-    case OpKind::Or:
-    case OpKind::Xor:
-    case OpKind::Eq:
-    case OpKind::Ne:
-    case OpKind::Lt:
-    case OpKind::Le:
-    case OpKind::Gt:
-    case OpKind::Ge: emit_binary(op); return;
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Not:
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Tanh:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-    case OpKind::Logistic:
-    case OpKind::Sin:
-    case OpKind::Cos:
-    case OpKind::Floor:
-    case OpKind::Ceil: emit_unary(op); return;
+    TESSERA_ARITHMETIC_OPS(TESSERA_OP_CASE)
+    TESSERA_COMPARISON_OPS(TESSERA_OP_CASE) emit_binary(op); return;
+    TESSERA_UNARY_OPS(TESSERA_OP_CASE) emit_unary(op); return;
     case OpKind::Cast: emit_cast(op); return;
     case OpKind::Select: emit_select(op); return;
     case OpKind::Iota: emit_iota(op); return;

@@ -23,19 +23,37 @@ llvm::Type* compute_type(llvm::IRBuilderBase& b, DType t) {
   return nullptr;
 }
 
-llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t) {
+namespace {
+
+// How an element is kept in memory where that differs from its compute type; every other dtype is
+// stored as it is computed on. One list, read by storage_type and both directions of the conversion.
+enum class Stored { AsComputed, Byte, Bf16Bits, Half };
+
+Stored stored(DType t) {
   switch (t) {
-    case DType::i1:
-    case DType::i8: return b.getInt8Ty();
-    case DType::bf16: return b.getInt16Ty();
-    case DType::f16: return b.getHalfTy();
+    case DType::i1: return Stored::Byte;       // 0 or 1 in an i8
+    case DType::bf16: return Stored::Bf16Bits;  // the top half of an f32's bits
+    case DType::f16: return Stored::Half;       // IEEE binary16
+    case DType::i8:
     case DType::i32:
     case DType::i64:
     case DType::index:
     case DType::sem:
     case DType::dma_sem:
     case DType::f32:
-    case DType::f64: return compute_type(b, t);
+    case DType::f64: return Stored::AsComputed;
+  }
+  return Stored::AsComputed;
+}
+
+}  // namespace
+
+llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t) {
+  switch (stored(t)) {
+    case Stored::Byte: return b.getInt8Ty();
+    case Stored::Bf16Bits: return b.getInt16Ty();
+    case Stored::Half: return b.getHalfTy();
+    case Stored::AsComputed: return compute_type(b, t);
   }
   return nullptr;
 }
@@ -46,38 +64,23 @@ llvm::Value* element_address(llvm::IRBuilderBase& b, DType t, llvm::Value* base,
 
 llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr) {
   llvm::Value* v = b.CreateLoad(storage_type(b, t), ptr);
-  switch (t) {
-    case DType::i1: return b.CreateICmpNE(v, b.getInt8(0));
-    case DType::bf16:
-      return b.CreateBitCast(b.CreateShl(b.CreateZExt(v, b.getInt32Ty()), 16), b.getFloatTy());
-    case DType::f16: return b.CreateFPExt(v, b.getFloatTy());
-    case DType::i8:
-    case DType::i32:
-    case DType::i64:
-    case DType::index:
-    case DType::sem:
-    case DType::dma_sem:
-    case DType::f32:
-    case DType::f64: return v;
+  switch (stored(t)) {
+    case Stored::Byte: return b.CreateICmpNE(v, b.getInt8(0));
+    case Stored::Bf16Bits: return b.CreateBitCast(b.CreateShl(b.CreateZExt(v, b.getInt32Ty()), 16), b.getFloatTy());
+    case Stored::Half: return b.CreateFPExt(v, b.getFloatTy());
+    case Stored::AsComputed: return v;
   }
   return v;
 }
 
 void store_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr, llvm::Value* value) {
-  switch (t) {
-    case DType::i1: value = b.CreateZExt(value, b.getInt8Ty()); break;
-    case DType::bf16:
+  switch (stored(t)) {
+    case Stored::Byte: value = b.CreateZExt(value, b.getInt8Ty()); break;
+    case Stored::Bf16Bits:
       value = b.CreateTrunc(b.CreateLShr(b.CreateBitCast(value, b.getInt32Ty()), 16), b.getInt16Ty());
       break;
-    case DType::f16: value = b.CreateFPTrunc(value, b.getHalfTy()); break;
-    case DType::i8:
-    case DType::i32:
-    case DType::i64:
-    case DType::index:
-    case DType::sem:
-    case DType::dma_sem:
-    case DType::f32:
-    case DType::f64: break;
+    case Stored::Half: value = b.CreateFPTrunc(value, b.getHalfTy()); break;
+    case Stored::AsComputed: break;
   }
   b.CreateStore(value, ptr);
 }

@@ -139,38 +139,11 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
     case OpKind::Constant:
       set(splat(std::get<ir::Literal>(op.attr), result_type().dtype, result_type().shape));
       return;
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Rem:
-    case OpKind::Pow:
-    case OpKind::Max:
-    case OpKind::Min:
-    case OpKind::And:
-    case OpKind::Or:
-    case OpKind::Xor:
-    case OpKind::Eq:
-    case OpKind::Ne:
-    case OpKind::Lt:
-    case OpKind::Le:
-    case OpKind::Gt:
-    case OpKind::Ge:
+    TESSERA_ARITHMETIC_OPS(TESSERA_OP_CASE)
+    TESSERA_COMPARISON_OPS(TESSERA_OP_CASE)
       set(binary(op.kind, tensor(in(0)), tensor(in(1))));
       return;
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Not:
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Tanh:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-    case OpKind::Logistic:
-    case OpKind::Sin:
-    case OpKind::Cos:
-    case OpKind::Floor:
-    case OpKind::Ceil:
+    TESSERA_UNARY_OPS(TESSERA_OP_CASE)
       set(unary(op.kind, tensor(in(0))));
       return;
     case OpKind::Cast:

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "examples/double_buffering.h"
 #include "tests/support/kernels.h"
 
 using namespace tessera;
@@ -103,21 +104,8 @@ TEST_SUITE("dsl") {
         [&](const pl::CallOptions& backend) {
           constexpr int64_t kChunks = 6, kRows = 4, kCols = 8;
           // Sum every chunk of rows into one block: chunk c + 1 is copied while chunk c is added.
-          auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sems) {
-            auto chunk = [&](auto c, auto slot) {
-              return pl::make_async_copy(x.at(pl::ds(c * kRows, kRows), pl::all), buf.at(slot), sems.at(slot));
-            };
-            chunk(0, 0).start();
-            o() = pl::zeros_like(o);
-            pl::loop(0, kChunks, [&](pl::Value c) {
-              pl::Value slot = c % 2;
-              pl::when(c + 1 < kChunks, [&] { chunk(c + 1, 1 - slot).start(); });
-              chunk(c, slot).wait();
-              o() += buf(slot);
-            });
-          };
           auto call = pl::pallas_call(
-              kernel,
+              examples::double_buffered_sum,
               pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
                            .scratch_shapes = {pl::VMEM({2, kRows, kCols}, pl::f32), pl::SemaphoreType::DMA({2})}},
               pl::ShapeDtype({kRows, kCols}, pl::f32), backend);

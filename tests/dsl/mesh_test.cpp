@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "examples/seed_distributed.h"
 #include "tests/support/kernels.h"
 
 using namespace tessera;
@@ -17,30 +18,10 @@ pl::Array iota(pl::Shape shape) {
   return pl::Array::from_vector(v, shape);
 }
 
-// Seed 000's 1-D ring all-gather along mesh axis x, for any ring length: at step s every device sends
-// the block it got at step s - 1 to its right neighbour.
-void ring_all_gather_kernel(pl::Ref input, pl::Ref output, pl::Ref local_sem, pl::Ref send_sem, pl::Ref recv_sem) {
-  const int64_t n = pl::axis_size("x"), h = input.shape()[0];
-  pl::Value step = pl::program_id(0);
-  pl::Value me = pl::axis_index("x");
-  pl::when(step == 0, [&] { pl::async_copy(input, output.at(pl::ds(me * h, h), pl::all), local_sem).wait(); });
-  pl::Value slot = (me - step + n) % n;
-  auto block = output.at(pl::ds(slot * h, h), pl::all);
-  auto copy = pl::make_async_remote_copy(block, block, send_sem, recv_sem,
-                                         pl::DeviceId({{"x", (me + 1) % n}}));  // y stays this device's
-  copy.start();
-  copy.wait();
-}
-
+// Seed 000's 1-D ring all-gather along mesh axis x, for any ring length (at step s every device sends
+// the block it got at step s - 1 to its right neighbour), as example 8 and the benchmarks run it.
 pl::Array ring_all_gather(const pl::Array& x, const pl::CallOptions& options) {
-  const int64_t n = pl::axis_size("x");
-  return pl::pallas_call(ring_all_gather_kernel,
-                         pl::GridSpec{.grid = {n - 1},
-                                      .in_specs = {pl::BlockSpec(pl::ANY)},
-                                      .out_specs = {pl::BlockSpec(pl::ANY)},
-                                      .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA,
-                                                         pl::SemaphoreType::DMA}},
-                         pl::ShapeDtype({x.shape()[0] * n, x.shape()[1]}, x.dtype()), options)(x);
+  return seed::make_ag(x, /*bidirectional=*/false, options);
 }
 
 }  // namespace
@@ -192,16 +173,9 @@ TEST_SUITE("dsl") {
         copy.start();
         copy.wait();
       };
-      auto f = pl::shard_map(
-          [&](const pl::Array& block) {
-            return pl::pallas_call(kernel,
-                                   pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
-                                                .out_specs = {pl::BlockSpec(pl::ANY)},
-                                                .scratch_shapes = {pl::SemaphoreType::REGULAR, pl::SemaphoreType::DMA,
-                                                                   pl::SemaphoreType::DMA}},
-                                   pl::ShapeDtype(block.shape(), block.dtype()), backend)(block);
-          },
-          mesh, {pl::P("x", "y")}, {pl::P("x", "y")});
+      auto f = testing::on_every_device(
+          kernel, mesh, pl::P("x", "y"), {pl::SemaphoreType::REGULAR, pl::SemaphoreType::DMA, pl::SemaphoreType::DMA},
+          backend);
       pl::Array x = iota({4, 4});
       CHECK(pl::allclose(f(x), x, 0, 0));
     });
@@ -241,16 +215,9 @@ TEST_SUITE("dsl") {
     pl::Mesh mesh({2, 2}, {"x", "y"});
     pl::Array x = pl::Array::zeros({4, 4}, pl::f32);
     auto run = [&](std::function<void(pl::Ref, pl::Ref, pl::Ref, pl::Ref, pl::Ref)> kernel, pl::CallOptions options = {}) {
-      return pl::shard_map(
-          [=](const pl::Array& block) {
-            return pl::pallas_call(kernel,
-                                   pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
-                                                .out_specs = {pl::BlockSpec(pl::ANY)},
-                                                .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA,
-                                                                   pl::SemaphoreType::REGULAR}},
-                                   pl::ShapeDtype(block.shape(), block.dtype()), options)(block);
-          },
-          mesh, {pl::P("x", "y")}, {pl::P("x", "y")})(x);
+      return testing::on_every_device(
+          kernel, mesh, pl::P("x", "y"), {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA, pl::SemaphoreType::REGULAR},
+          options)(x);
     };
     using R = pl::Ref;
     for (const pl::CallOptions& backend : {pl::CallOptions{}, testing::interpret()}) {

@@ -149,15 +149,8 @@ TEST_SUITE("dsl") {
         copy.start();
         copy.wait();
       };
-      auto f = pl::shard_map(
-          [&](const pl::Array& block) {
-            return pl::pallas_call(kernel,
-                                   pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
-                                                .out_specs = {pl::BlockSpec(pl::ANY)},
-                                                .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}},
-                                   pl::ShapeDtype(block.shape(), block.dtype()), backend)(block);
-          },
-          mesh, {pl::P("x")}, {pl::P("x")});
+      auto f = testing::on_every_device(kernel, mesh, pl::P("x"), {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA},
+                                        backend);
       const std::string path = temp_path("mesh");
       pl::profile(path, [&] { f(pl::Array::arange(16, pl::f32)); });
       const json trace = read_json(path);

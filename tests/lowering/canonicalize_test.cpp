@@ -13,6 +13,12 @@ Type s(DType t) { return Type::scalar(t); }
 ValueId cst(Builder& b, int64_t v, DType t = DType::i32) {
   return b.create_value(OpKind::Constant, {}, s(t), Literal::of_int(v), {});
 }
+// The canonicalized function, checked by the verifier, as text.
+std::string canonicalized(const Function& fn) {
+  Function out = passes::canonicalize(fn);
+  verify(out);
+  return print(out);
+}
 }  // namespace
 
 TEST_SUITE("passes") {
@@ -23,9 +29,7 @@ TEST_SUITE("passes") {
     ValueId sum = b.create_value(OpKind::Add, {cst(b, 2), cst(b, 3)}, s(DType::i32), {}, {});
     ValueId q = b.create_value(OpKind::Div, {sum, cst(b, 0)}, s(DType::i32), {}, {});  // defined: x / 0 = -1
     b.create(OpKind::Store, {r, q}, {}, {}, {});
-    Function out = passes::canonicalize(fn);
-    verify(out);
-    CHECK(print(out) ==
+    CHECK(canonicalized(fn) ==
           "kernel @k(%0: ref<i32, smem>) {\n"
           "  %1 = constant -1 : i32\n"
           "  store %0, %1\n"
@@ -42,7 +46,7 @@ TEST_SUITE("passes") {
     ValueId other = b.create_value(OpKind::Constant, {}, Type::tensor(DType::f32, {4}), Literal::of_float(9), {});
     ValueId sel = b.create_value(OpKind::Select, {t, bc, other}, Type::tensor(DType::f32, {4}), {}, {});
     b.create(OpKind::Store, {r, sel}, {}, {}, {});
-    std::string text = print(passes::canonicalize(fn));
+    std::string text = canonicalized(fn);
     CHECK(text.find("constant 3.0 : 4xf32") != std::string::npos);
     CHECK(text.find("select") == std::string::npos);
     CHECK(text.find("cast") == std::string::npos);
@@ -60,7 +64,7 @@ TEST_SUITE("passes") {
     ValueId d = b.create_value(OpKind::Or, {c, t}, s(DType::i1), {}, {});   // true
     ValueId e = b.create_value(OpKind::And, {d, c}, s(DType::i1), {}, {});  // x
     b.create(OpKind::Store, {r, e}, {}, {}, {});
-    CHECK(print(passes::canonicalize(fn)) ==
+    CHECK(canonicalized(fn) ==
           "kernel @k(%0: ref<i1, smem>, %1: i1) {\n"
           "  store %0, %1\n"
           "}\n");
@@ -83,9 +87,7 @@ TEST_SUITE("passes") {
     }
     ValueId f = b.create_value(OpKind::Constant, {}, s(DType::i1), Literal::of_int(0), {});
     b.create(OpKind::If, {f}, {}, {}, {}, {t, e});
-    Function out = passes::canonicalize(fn);
-    verify(out);
-    CHECK(print(out) ==
+    CHECK(canonicalized(fn) ==
           "kernel @k(%0: ref<i32, smem>) {\n"
           "  %1 = constant 2 : i32\n"
           "  store %0, %1\n"

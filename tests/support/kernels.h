@@ -46,6 +46,24 @@ inline pl::CallOptions with_backend(pl::CallOptions options, const pl::CallOptio
   return options;
 }
 
+// A kernel that talks to other devices, as a function over the whole array that runs it at every
+// device of `mesh` on that device's shard (`spec` for the input and the output alike). Its one input
+// and one output stay in HBM (pl::ANY), where remote copies reach them; `scratch` is usually
+// semaphores.
+template <class K>
+auto on_every_device(K kernel, const pl::Mesh& mesh, const pl::P& spec, std::vector<pl::ScratchShape> scratch,
+                     const pl::CallOptions& options) {
+  return pl::shard_map(
+      [=](const pl::Array& block) {
+        return pl::pallas_call(kernel,
+                               pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                            .out_specs = {pl::BlockSpec(pl::ANY)},
+                                            .scratch_shapes = scratch},
+                               pl::ShapeDtype(block.shape(), block.dtype()), options)(block);
+      },
+      mesh, {spec}, {spec});
+}
+
 // Collects debug_print lines while alive.
 class PrintCapture {
  public:
