@@ -1,4 +1,4 @@
-// Copies between memory spaces (DMAs, DESIGN.md §4.8), spelled as in Pallas:
+// Copies between memory spaces (DMAs, docs/design.md §4.8), spelled as in Pallas:
 //
 //   auto copy = pl::make_async_copy(x_hbm.at(pl::ds(i * 8, 8)), x_vmem, sem);   describe it
 //   copy.start();   ... other work ...   copy.wait();                           then use x_vmem

@@ -1,4 +1,4 @@
-// Devices in kernels (DESIGN.md §4.8-10): where this device sits in the mesh, and copies and signals
+// Devices in kernels (docs/design.md §4.8-10): where this device sits in the mesh, and copies and signals
 // to other devices of the same collective launch. Spelled as in Pallas:
 //
 //   pl::Value x = pl::axis_index("x");                 this device's coordinate on axis x (a traced i32)

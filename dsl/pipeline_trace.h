@@ -1,5 +1,5 @@
 // Tracing a pipeline: the blocked operands, index maps and body of pallas_call's grid and of
-// pl::emit_pipeline, which both become one `pipeline` op (expanded later by one pass, DESIGN.md §4).
+// pl::emit_pipeline, which both become one `pipeline` op (expanded later by one pass, docs/design.md §4).
 //
 // Front-end layer (dsl/), internal.
 #pragma once

@@ -1,4 +1,4 @@
-// Semaphores in kernels (DESIGN.md §4.9), spelled as in Pallas:
+// Semaphores in kernels (docs/design.md §4.9), spelled as in Pallas:
 //
 //   scratch_shapes = {pl::SemaphoreType::REGULAR, pl::SemaphoreType::DMA({2})}   allocate them
 //   pl::semaphore_signal(sem, inc = 1)     add inc (a regular semaphore)

@@ -1,5 +1,5 @@
 // The tracing context: while pallas_call traces a kernel, DSL calls append ops to the IR through the
-// thread-local active TraceContext, at the innermost open region (DESIGN.md §2). There is no other
+// thread-local active TraceContext, at the innermost open region (docs/design.md §2). There is no other
 // global state in the front end.
 //
 // Front-end layer (dsl/), internal: users reach it only through Value, Ref and the DSL functions.

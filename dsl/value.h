@@ -1,6 +1,6 @@
-// pl::Value: a traced scalar or block inside a kernel, with C++ operators and the jnp-like math of
-// DESIGN.md §1 (element-wise ops, comparisons, where/select, iota, broadcast_to, reshape, transpose,
-// astype, zeros/full, reductions, dot and dot_general).
+// pl::Value: a traced scalar or block inside a kernel, with C++ operators and jnp-like math
+// (element-wise ops, comparisons, where/select, iota, broadcast_to, reshape, transpose,
+// astype, zeros/full, reductions, dot and dot_general; element rules: docs/design.md §4.13).
 //
 // Values are handles into the IR being traced; they exist only while pallas_call traces a kernel.
 // Arithmetic promotes like JAX (bool < ints < floats; a C++ literal adopts the other operand's type)

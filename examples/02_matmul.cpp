@@ -3,7 +3,7 @@
 // x (m, k) @ y (k, n) with bf16 inputs, accumulated in an f32 VMEM scratch buffer over the k axis of
 // a 3-D grid (i, j, k): the accumulator is zeroed at k == 0 and written to the bf16 output at the
 // last k. The output block (i, j) stays the same while k runs, so it is written back once, after
-// the last k step (DESIGN.md §4: consecutive revisits accumulate).
+// the last k step (docs/design.md §4: consecutive revisits accumulate).
 //
 //   02_matmul                  512 x 512 x 512, checked against a naive host matmul
 //   02_matmul 2048 2048 1024   the seed's shape (m k n)

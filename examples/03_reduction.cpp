@@ -4,7 +4,7 @@
 // Row sums of x (m, n): the grid is (row blocks, column blocks). Each step adds one (bm, bn) block's
 // row sums into the output block of its rows. While the column axis runs, the output block stays the
 // same, so it lives in VMEM across those steps and is written back once — the reduction accumulates
-// (DESIGN.md §4.4: consecutive revisits accumulate).
+// (docs/design.md §4.4: consecutive revisits accumulate).
 //
 // Swapping the grid axes makes the column axis outer: each output block is visited, left, and visited
 // again. On a TPU the later visit silently overwrites the earlier result; tessera's interpreter

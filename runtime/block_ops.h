@@ -1,7 +1,7 @@
 // Whole-block math on Arrays: the numerics of every value op of the IR, in one place. The
 // interpreter executes ops with these functions (one call per op over the whole block, never a
 // per-element switch), host array operations reuse them, and compiled code must agree with them
-// (DESIGN.md §4; the ops are listed in jit/ir/ops.def, and what each computes on one element is
+// (docs/design.md §4; the ops are listed in jit/ir/ops.def, and what each computes on one element is
 // runtime/element_rules.h, which these functions call).
 //
 // Runtime layer.

@@ -1,4 +1,4 @@
-// Collective launches (DESIGN.md §4b): a kernel that talks to other devices runs as one group of
+// Collective launches (docs/design.md §4b): a kernel that talks to other devices runs as one group of
 // launches, one per device of the mesh, and remote copies and signals go from a core of one device
 // to the same core of another through the group. mpmd_map runs all its participants (every point of
 // every mesh) as one group too, so that they can block on semaphores they share.

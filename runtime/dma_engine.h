@@ -1,4 +1,4 @@
-// A core's semaphores and the copies (DMAs) that signal them (DESIGN.md §4.8-9).
+// A core's semaphores and the copies (DMAs) that signal them (docs/design.md §4.8-9).
 //
 // A semaphore is a counter in memory (int64, zero when allocated). A DMA semaphore counts bytes: a
 // copy adds its byte count when it is done, and a wait for n bytes returns once the semaphore holds

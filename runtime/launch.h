@@ -1,4 +1,4 @@
-// Launching kernels: splitting a grid's row-major step order over cores (DESIGN.md §4.11), running
+// Launching kernels: splitting a grid's row-major step order over cores (docs/design.md §4.11), running
 // the cores on threads, seating them in launch groups on a mesh, and collecting their failures; the
 // state one core and the cores of one launch keep while they run.
 //
@@ -102,7 +102,7 @@ struct CoreContext {
   size_t next_allocation = 0;
   std::optional<RuntimeError> fault;
 
-  // The group of a collective launch or an mpmd_map (DESIGN.md §4b), and the core's seat there:
+  // The group of a collective launch or an mpmd_map (docs/design.md §4b), and the core's seat there:
   // set while a GroupMembership holds the core; no group otherwise.
   LaunchGroup* group() const { return group_; }
   Seat seat() const { return seat_; }

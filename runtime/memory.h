@@ -104,7 +104,7 @@ void store_masked(const RefView& ref, const Array& value, const Array& mask);
 // dim); otherwise the error message, naming `what`.
 std::optional<std::string> block_start_error(const Shape& shape, std::span<const int64_t> starts, const std::string& what);
 
-// Block copies of the pipeline (DESIGN.md §4.2-5): `block` has the window's full-rank shape.
+// Block copies of the pipeline (docs/design.md §4.2-5): `block` has the window's full-rank shape.
 // fetch: array window at `starts` -> block, out-of-array elements poisoned; faults unless
 // 0 <= start < dim in every dim (at least one element in bounds).
 void fetch_block(const RefView& array, const RefView& block, std::span<const int64_t> starts, bool zero_poison,

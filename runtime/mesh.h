@@ -1,4 +1,4 @@
-// Meshes of simulated devices (DESIGN.md §4b): named axes of any rank, device coordinates and logical
+// Meshes of simulated devices (docs/design.md §4b): named axes of any rank, device coordinates and logical
 // ids, and the device a thread is working for.
 //
 //   pl::Mesh mesh({2, 2}, {"x", "y"});      // 4 devices; logical id = row-major coordinates

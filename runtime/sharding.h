@@ -1,4 +1,4 @@
-// Arrays spread over the devices of a mesh (DESIGN.md §4b), as in JAX:
+// Arrays spread over the devices of a mesh (docs/design.md §4b), as in JAX:
 //
 //   pl::NamedSharding s(mesh, pl::P("x", "y"));     dim 0 split over axis x, dim 1 over axis y
 //   pl::ShardedArray a = pl::device_put(x, s);      every device gets its block

@@ -1,5 +1,5 @@
 // The threads of launches: the pool that runs a launch's cores, whose parallel grid dims are split
-// over its workers (DESIGN.md §5; as many threads as cores by default, pl::set_num_threads(n) or
+// over its workers (docs/design.md §5; as many threads as cores by default, pl::set_num_threads(n) or
 // TESSERA_NUM_THREADS change it; workers sleep on a condition variable between launches), and
 // threads of their own for bodies that may block on each other (mpmd_map participants, shard_map
 // devices).

@@ -1,6 +1,6 @@
 // The IR: SSA values, ops with structured regions, and the kernel function that owns them.
 //
-// Ops are data (DESIGN.md §3): an OpKind generated from ops.def, operand and result value ids, nested
+// Ops are data (docs/design.md §3): an OpKind generated from ops.def, operand and result value ids, nested
 // regions, one typed attribute and the user's source location. A Function owns everything in flat
 // vectors and refers to it by 32-bit ids, so copying, hashing and printing are simple. Part of the
 // innermost layer; depends on nothing but fmt.

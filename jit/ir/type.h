@@ -21,7 +21,7 @@ std::string shape_str(const Shape& s);
 // "(128, 128)"
 std::string shape_tuple_str(const Shape& s);
 
-// Where a ref's memory lives (DESIGN.md §4.7).
+// Where a ref's memory lives (docs/design.md §4.7).
 enum class MemorySpace : uint8_t {
   ANY,   // wherever the array is (HBM); reachable only by DMA
   HBM,   // device memory; reachable only by DMA

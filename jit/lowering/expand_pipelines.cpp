@@ -282,7 +282,7 @@ class Expander {
     return plans;
   }
 
-  // The pipeline as loops (DESIGN.md §4.1-6). Per step: inputs whose block index changed are
+  // The pipeline as loops (docs/design.md §4.1-6). Per step: inputs whose block index changed are
   // fetched (a ring fetches n - 1 steps ahead and waits for the current block), the body runs, and
   // outputs whose block index changes next step (or at the last step) are written back (a ring of
   // two writes back asynchronously and waits for the previous write-back before reusing its slot).

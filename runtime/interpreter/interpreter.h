@@ -1,6 +1,6 @@
 // The interpreter: executes lowered IR (pipelines already expanded) on one core, op by op, each op
 // over whole blocks with the functions of block_ops.h. It is the reference implementation of the
-// semantics in DESIGN.md §4 and checks everything it can: every ref access is bounds-checked, block
+// semantics in docs/design.md §4 and checks everything it can: every ref access is bounds-checked, block
 // fetches must start inside the array, output blocks may not be revisited non-consecutively, and
 // uninitialised memory holds poison (NaN / max-int / true, or zero on request).
 //

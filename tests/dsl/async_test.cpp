@@ -1,4 +1,4 @@
-// Copies, semaphores, run_scoped and emit_pipeline (DESIGN.md §4.7-9, 12), in both backends: every
+// Copies, semaphores, run_scoped and emit_pipeline (docs/design.md §4.7-9, 12), in both backends: every
 // case runs compiled and interpreted.
 #include <doctest/doctest.h>
 #include <fmt/format.h>

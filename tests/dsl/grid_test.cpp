@@ -1,4 +1,4 @@
-// Grid semantics (DESIGN.md §4.1-6, 11), in both backends: every case runs compiled and interpreted.
+// Grid semantics (docs/design.md §4.1-6, 11), in both backends: every case runs compiled and interpreted.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// Meshes, shardings, shard_map and kernels that talk to other devices (DESIGN.md §4.8-10, §4b), in
+// Meshes, shardings, shard_map and kernels that talk to other devices (docs/design.md §4.8-10, §4b), in
 // both backends.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
