@@ -11,9 +11,6 @@ namespace tessera::jit {
 
 namespace {
 
-constexpr int64_t kRows = 4;   // rows of C per micro-tile
-constexpr int64_t kWidth = 8;  // floats per vector
-
 llvm::Value* i64(llvm::IRBuilderBase& b, int64_t v) { return b.getInt64(v); }
 
 // Element (row, col) of `m` as a compute value (f32 for float dtypes), converted to `to`.
@@ -40,20 +37,26 @@ void prefetch_row(llvm::IRBuilderBase& b, const MatrixOperand& m, llvm::Value* r
 
 constexpr int64_t kPrefetchRows = 4;  // how far ahead the packing loops prefetch
 
-// Copies B's full 16-column panels into `packed` as f32: packed[(p * k + kk) * 16 + j] = B[kk][p * 16 + j].
-// B is read row by row (each source row once, whatever its stride), the panels written interleaved.
-void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, int64_t panels, int64_t k) {
+// Copies B into `packed` as f32 panels of `panel` columns: packed[(p * k + kk) * panel + j] =
+// B[kk][p * panel + j], the columns of the last panel past n set to zero (so the micro-kernel can
+// run it whole and mask only C). B is read row by row (each source row once, whatever its stride),
+// the panels written interleaved.
+void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, int64_t n, int64_t k, int64_t panel) {
+  const int64_t full = n / panel, rest = n % panel;
+  llvm::Type* f32 = b.getFloatTy();
   emit_loop(b, k, [&](llvm::Value* kk) {
     // Rows past the end prefetch harmlessly (a prefetch never faults).
-    prefetch_row(b, bm, b.CreateAdd(kk, i64(b, kPrefetchRows)), panels * kGemmPanel);
-    emit_loop(b, panels, [&](llvm::Value* p) {
-      llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), kk), i64(b, kGemmPanel));
-      for (int64_t j = 0; j < kGemmPanel; ++j) {
-        llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(b, kGemmPanel)), i64(b, j));
-        llvm::Value* v = element(b, bm, kk, col, DType::f32);
-        b.CreateStore(v, b.CreateInBoundsGEP(b.getFloatTy(), packed, b.CreateAdd(dst_row, i64(b, j))));
+    prefetch_row(b, bm, b.CreateAdd(kk, i64(b, kPrefetchRows)), n);
+    auto copy = [&](llvm::Value* p, int64_t cols) {
+      llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), kk), i64(b, panel));
+      for (int64_t j = 0; j < panel; ++j) {
+        llvm::Value* v = j < cols ? element(b, bm, kk, b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j)), DType::f32)
+                                  : llvm::ConstantFP::get(f32, 0.0);
+        b.CreateStore(v, b.CreateInBoundsGEP(f32, packed, b.CreateAdd(dst_row, i64(b, j))));
       }
-    });
+    };
+    if (full > 0) emit_loop(b, full, [&](llvm::Value* p) { copy(p, panel); });
+    if (rest > 0) copy(i64(b, full), rest);
   });
 }
 
@@ -66,83 +69,95 @@ MatrixOperand pack_a(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value
   return MatrixOperand{packed, DType::f32, k};
 }
 
-// One micro-tile: rows [i, i + rows) of C, panel p (columns p*16 .. p*16+16).
-void micro_tile(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* c, int64_t ldc, int64_t k, bool accumulate,
-                llvm::Value* packed, llvm::Value* p, llvm::Value* i, int64_t rows) {
+// One micro-tile: rows [i, i + rows) and columns [col0, col0 + cols) of C, from the packed panel
+// starting at `panel_ptr` (k rows of tile.panel() floats). The accumulators stay in registers
+// across the whole k loop (loop-carried values, no memory); a partial last vector (cols not a
+// multiple of the width) loads and stores C under a constant mask.
+void micro_tile(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
+                int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
+                int64_t cols) {
   llvm::Type* f32 = b.getFloatTy();
-  auto* vec = llvm::FixedVectorType::get(f32, kWidth);
-  const int64_t vectors = kGemmPanel / kWidth;
+  const int64_t width = tile.width, vectors = (cols + width - 1) / width, partial = cols % width;
+  auto* vec = llvm::FixedVectorType::get(f32, width);
   llvm::Function* fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
+  llvm::Value* mask = nullptr;
+  if (partial) {
+    std::vector<llvm::Constant*> lanes;
+    for (int64_t l = 0; l < width; ++l) lanes.push_back(b.getInt1(l < partial));
+    mask = llvm::ConstantVector::get(lanes);
+  }
+  auto masked = [&](int64_t v) { return partial && v == vectors - 1; };
   auto c_address = [&](int64_t r, int64_t v) {
     llvm::Value* row = b.CreateAdd(i, i64(b, r));
-    llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(b, kGemmPanel)), i64(b, v * kWidth));
-    return b.CreateInBoundsGEP(f32, c, b.CreateAdd(b.CreateMul(row, i64(b, ldc)), col));
+    return b.CreateInBoundsGEP(f32, c, b.CreateAdd(b.CreateMul(row, i64(b, ldc)), b.CreateAdd(col0, i64(b, v * width))));
   };
   std::vector<llvm::Value*> init;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t v = 0; v < vectors; ++v)
-      init.push_back(accumulate ? static_cast<llvm::Value*>(b.CreateAlignedLoad(vec, c_address(r, v), llvm::Align(4)))
-                                : llvm::Constant::getNullValue(vec));
-  llvm::Value* panel_base = b.CreateMul(b.CreateMul(p, i64(b, k)), i64(b, kGemmPanel));
+    for (int64_t v = 0; v < vectors; ++v) {
+      llvm::Value* zero = llvm::Constant::getNullValue(vec);
+      if (!accumulate) init.push_back(zero);
+      else if (masked(v)) init.push_back(b.CreateMaskedLoad(vec, c_address(r, v), llvm::Align(4), mask, zero));
+      else init.push_back(b.CreateAlignedLoad(vec, c_address(r, v), llvm::Align(4)));
+    }
   std::vector<llvm::Value*> acc = emit_loop(
       b, i64(b, 0), i64(b, k), i64(b, 1), init, [&](llvm::Value* kk, const std::vector<llvm::Value*>& cur) {
-        llvm::Value* row_base = b.CreateAdd(panel_base, b.CreateMul(kk, i64(b, kGemmPanel)));
+        llvm::Value* row_base = b.CreateMul(kk, i64(b, tile.panel()));
         std::vector<llvm::Value*> bv;
         for (int64_t v = 0; v < vectors; ++v)
           bv.push_back(b.CreateAlignedLoad(
-              vec, b.CreateInBoundsGEP(f32, packed, b.CreateAdd(row_base, i64(b, v * kWidth))), llvm::Align(4)));
+              vec, b.CreateInBoundsGEP(f32, panel_ptr, b.CreateAdd(row_base, i64(b, v * width))), llvm::Align(4)));
         std::vector<llvm::Value*> next(cur.size());
         for (int64_t r = 0; r < rows; ++r) {
-          llvm::Value* av = b.CreateVectorSplat(kWidth, element(b, a, b.CreateAdd(i, i64(b, r)), kk, DType::f32));
+          llvm::Value* av = b.CreateVectorSplat(width, element(b, a, b.CreateAdd(i, i64(b, r)), kk, DType::f32));
           for (int64_t v = 0; v < vectors; ++v)
             next[r * vectors + v] = b.CreateCall(fma, {av, bv[v], cur[r * vectors + v]});
         }
         return next;
       });
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t v = 0; v < vectors; ++v) b.CreateAlignedStore(acc[r * vectors + v], c_address(r, v), llvm::Align(4));
+    for (int64_t v = 0; v < vectors; ++v) {
+      if (masked(v)) b.CreateMaskedStore(acc[r * vectors + v], c_address(r, v), llvm::Align(4), mask);
+      else b.CreateAlignedStore(acc[r * vectors + v], c_address(r, v), llvm::Align(4));
+    }
 }
 
 }  // namespace
 
-void emit_gemm_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixOperand& bm, llvm::Value* c, int64_t ldc,
-                   int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed, llvm::Value* packed_a) {
-  const int64_t panels = n / kGemmPanel;
-  const int64_t full_rows = m / kRows * kRows;
-  if (panels > 0) {
-    pack_b(b, bm, packed, panels, k);
-    const MatrixOperand dense_a = pack_a(b, a, packed_a, m, k);
-    emit_loop(b, panels, [&](llvm::Value* p) {
-      if (full_rows > 0)
-        emit_loop(b, i64(b, 0), i64(b, full_rows), i64(b, kRows), {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
-          micro_tile(b, dense_a, c, ldc, k, accumulate, packed, p, i, kRows);
-          return std::vector<llvm::Value*>{};
-        });
-      if (full_rows < m)
-        emit_loop(b, i64(b, full_rows), i64(b, m), i64(b, 1), {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
-          micro_tile(b, dense_a, c, ldc, k, accumulate, packed, p, i, 1);
-          return std::vector<llvm::Value*>{};
-        });
-    });
-  }
-  // Columns past the last full panel: a scalar loop with the same FMA accumulation.
-  if (panels * kGemmPanel < n) {
-    llvm::Type* f32 = b.getFloatTy();
-    llvm::Function* fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {f32});
-    emit_loop(b, m, [&](llvm::Value* i) {
-      emit_loop(b, i64(b, panels * kGemmPanel), i64(b, n), i64(b, 1), {}, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
-        llvm::Value* address = b.CreateInBoundsGEP(f32, c, b.CreateAdd(b.CreateMul(i, i64(b, ldc)), j));
-        llvm::Value* init = accumulate ? static_cast<llvm::Value*>(b.CreateLoad(f32, address)) : llvm::ConstantFP::get(f32, 0.0);
-        std::vector<llvm::Value*> sum =
-            emit_loop(b, i64(b, 0), i64(b, k), i64(b, 1), {init}, [&](llvm::Value* kk, const std::vector<llvm::Value*>& s) {
-              return std::vector<llvm::Value*>{
-                  b.CreateCall(fma, {element(b, a, i, kk, DType::f32), element(b, bm, kk, j, DType::f32), s[0]})};
-            });
-        b.CreateStore(sum[0], address);
+GemmTile gemm_tile(const CpuTarget& target) {
+  // 6 x 64 on zmm: 24 accumulators hide the FMA latency (4 cycles x 2 pipes needs >= 8) and leave
+  // room for 4 B vectors and the A broadcast among the 32 registers. On ymm (16 registers) 6 x 16
+  // keeps 12 accumulators, 2 B vectors and a broadcast without spilling.
+  if (target.avx512 && target.vector_bits >= 512) return GemmTile{.rows = 6, .width = 16, .vectors = 4};
+  return GemmTile{.rows = 6, .width = 8, .vectors = 2};
+}
+
+int64_t gemm_packed_b_bytes(const CpuTarget& target, int64_t n, int64_t k) {
+  const int64_t panel = gemm_tile(target).panel();
+  return k * ((n + panel - 1) / panel) * panel * 4;
+}
+
+void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
+                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
+                   llvm::Value* packed_a) {
+  const GemmTile tile = gemm_tile(target);
+  const int64_t panel = tile.panel(), full_panels = n / panel, rest_cols = n % panel;
+  const int64_t full_rows = m / tile.rows * tile.rows, rest_rows = m - full_rows;
+  if (m == 0 || n == 0) return;
+  pack_b(b, bm, packed, n, k, panel);
+  const MatrixOperand dense_a = pack_a(b, a, packed_a, m, k);
+  // One column panel of C: its full row tiles, then a tile of the remaining rows.
+  auto panel_tiles = [&](llvm::Value* p, int64_t cols) {
+    llvm::Value* panel_ptr = b.CreateInBoundsGEP(b.getFloatTy(), packed, b.CreateMul(p, i64(b, k * panel)));
+    llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
+    if (full_rows > 0)
+      emit_loop(b, i64(b, 0), i64(b, full_rows), i64(b, tile.rows), {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+        micro_tile(b, tile, dense_a, c, ldc, k, accumulate, panel_ptr, col0, i, tile.rows, cols);
         return std::vector<llvm::Value*>{};
       });
-    });
-  }
+    if (rest_rows > 0) micro_tile(b, tile, dense_a, c, ldc, k, accumulate, panel_ptr, col0, i64(b, full_rows), rest_rows, cols);
+  };
+  if (full_panels > 0) emit_loop(b, full_panels, [&](llvm::Value* p) { panel_tiles(p, panel); });
+  if (rest_cols > 0) panel_tiles(i64(b, full_panels), rest_cols);
 }
 
 void emit_pack_dense_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k) {

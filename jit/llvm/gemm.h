@@ -1,6 +1,12 @@
 // The matrix-multiply code generator behind dot_general: a register-blocked micro-kernel for f32
-// accumulation (a 4 x 16 tile of C in eight <8 x float> registers, A broadcast, B loaded as vectors
-// from a packed panel, FMA), and a plain loop nest for f64 and integer accumulation.
+// accumulation chosen by the CPU target (a tile of C held in vector registers, A broadcast, B loaded
+// as vectors from a packed panel, FMA), and a plain loop nest for f64 and integer accumulation.
+//
+// The tiles, by target (jit/llvm/target.h):
+//   AVX-512 (vector_bits 512): 6 x 64 of C in 24 zmm accumulators;
+//   AVX2 and narrower:          6 x 16 of C in 12 ymm accumulators.
+// Rows past the last full tile run a tile of the remaining rows; columns past the last full panel
+// run the same tile on a zero-padded panel with masked loads and stores of C.
 //
 // jit/ internal: LLVM types are only forward-declared here.
 #pragma once
@@ -8,6 +14,7 @@
 #include <cstdint>
 
 #include "jit/ir/dtype.h"
+#include "jit/llvm/target.h"
 
 namespace llvm {
 class IRBuilderBase;
@@ -23,14 +30,26 @@ struct MatrixOperand {
   int64_t ld;
 };
 
-inline constexpr int64_t kGemmPanel = 16;  // columns of B per packed panel (two 8-float vectors)
+// The shape of the f32 micro-kernel for a target: `rows` x (`vectors` * `width`) of C.
+struct GemmTile {
+  int64_t rows;     // rows of C per tile (A elements broadcast per k step)
+  int64_t width;    // floats per vector register: 16 (zmm) or 8 (ymm)
+  int64_t vectors;  // vector registers per row of the tile
+  int64_t panel() const { return width * vectors; }  // columns of B per packed panel
+};
+
+GemmTile gemm_tile(const CpuTarget& target);
+
+// Bytes of the packed-B scratch emit_gemm_f32 needs for a k x n B on `target`.
+int64_t gemm_packed_b_bytes(const CpuTarget& target, int64_t n, int64_t k);
 
 // C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes), C an f32
-// matrix with leading dim ldc. B is packed into 16-column f32 panels (`packed`: k * (n / 16) * 16
-// floats) and A, unless it is dense f32 already, into a dense f32 copy (`packed_a`: m * k floats),
-// converting 16-bit floats once.
-void emit_gemm_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixOperand& bm, llvm::Value* c, int64_t ldc,
-                   int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed, llvm::Value* packed_a);
+// matrix with leading dim ldc. B is packed into panels of gemm_tile(target).panel() f32 columns
+// (`packed`: gemm_packed_b_bytes), the last one zero-padded, and A, unless it is dense f32 already,
+// into a dense f32 copy (`packed_a`: m * k floats), converting 16-bit floats once.
+void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
+                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
+                   llvm::Value* packed_a);
 
 // Writes A (m x k) into `packed` as a dense row-major f32 matrix, converting 16-bit floats.
 void emit_pack_dense_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k);
