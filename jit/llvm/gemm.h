@@ -7,6 +7,12 @@
 //   AVX2 and narrower:          6 x 16 of C in 12 ymm accumulators.
 // Rows past the last full tile run a tile of the remaining rows; columns past the last full panel
 // run the same tile on a zero-padded panel with masked loads and stores of C.
+// When both operands are bf16 and the target has AVX512_BF16, the 6 x 64 tile runs vdpbf16ps on
+// k pairs instead of FMAs: B packed as [k/2][panel][2] bf16 (an odd k padded with a zero), A read
+// in place, a pair broadcast as one 32-bit word. vdpbf16ps adds the pair's two exact products into
+// the accumulator one after the other, each rounded (odd element first), and flushes bf16 denormal
+// inputs and denormal results to zero: results differ from the interpreter's k-order f32 sums in
+// the last bits, within the same tolerance as the FMA path, plus the flush (README, "Backends").
 //
 // jit/ internal: LLVM types are only forward-declared here.
 #pragma once
@@ -40,13 +46,17 @@ struct GemmTile {
 
 GemmTile gemm_tile(const CpuTarget& target);
 
-// Bytes of the packed-B scratch emit_gemm_f32 needs for a k x n B on `target`.
-int64_t gemm_packed_b_bytes(const CpuTarget& target, int64_t n, int64_t k);
+// Whether A . B (dtypes a and b) runs on vdpbf16ps for `target`: both bf16 on an AVX512_BF16 target.
+bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b);
+
+// Bytes of the packed-B scratch emit_gemm_f32 needs for a k x n B (operand dtypes a, b) on `target`.
+int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n, int64_t k);
 
 // C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes), C an f32
 // matrix with leading dim ldc. B is packed into panels of gemm_tile(target).panel() f32 columns
 // (`packed`: gemm_packed_b_bytes), the last one zero-padded, and A, unless it is dense f32 already,
-// into a dense f32 copy (`packed_a`: m * k floats), converting 16-bit floats once.
+// into a dense f32 copy (`packed_a`: m * k floats), converting 16-bit floats once; on the bf16-pair
+// path (gemm_bf16_pairs) B is packed in k pairs and A read in place (`packed_a` unused).
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
                    llvm::Value* packed_a);
