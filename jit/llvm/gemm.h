@@ -3,11 +3,11 @@
 // as vectors from a packed panel, FMA), and a plain loop nest for f64 and integer accumulation.
 //
 // The tiles, by target (jit/llvm/target.h):
-//   AVX-512 (vector_bits 512): 6 x 64 of C in 24 zmm accumulators;
+//   AVX-512 (vector_bits 512): 8 x 32 of C in 16 zmm accumulators;
 //   AVX2 and narrower:          6 x 16 of C in 12 ymm accumulators.
 // Rows past the last full tile run a tile of the remaining rows; columns past the last full panel
 // run the same tile on a zero-padded panel with masked loads and stores of C.
-// When both operands are bf16 and the target has AVX512_BF16, the 6 x 64 tile runs vdpbf16ps on
+// When both operands are bf16 and the target has AVX512_BF16, the 8 x 32 tile runs vdpbf16ps on
 // k pairs instead of FMAs: B packed as [k/2][panel][2] bf16 (an odd k padded with a zero), A read
 // in place, a pair broadcast as one 32-bit word. vdpbf16ps adds the pair's two exact products into
 // the accumulator one after the other, each rounded (odd element first), and flushes bf16 denormal

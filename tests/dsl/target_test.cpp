@@ -201,9 +201,9 @@ TEST_SUITE("jit") {
     }
   }
 
-  // The dot micro-kernel follows the target (jit/llvm/gemm.h): a 6 x 64 tile of zmm FMAs on the
+  // The dot micro-kernel follows the target (jit/llvm/gemm.h): an 8 x 32 tile of zmm FMAs on the
   // AVX-512 targets, 6 x 16 of ymm FMAs on avx2, and for bf16 x bf16 on avx512_bf16 (and amx, which
-  // includes it) the 6 x 64 tile on vdpbf16ps instead of FMAs. Int8 dots still run the scalar-order
+  // includes it) the 8 x 32 tile on vdpbf16ps instead of FMAs. Int8 dots still run the scalar-order
   // loop nest, widened to i32 multiplies, so no target emits vpdpbusd or AMX tile instructions yet,
   // although avx512_bf16 and amx allow them; those checks flip when their micro-kernels arrive
   // (vpdpbusd on k-quads for VNNI, tdpbf16ps / tdpbssd on 2 x 2 tiles for amx).
@@ -213,7 +213,7 @@ TEST_SUITE("jit") {
       INFO("target " << t.str());
       const Code f32 = code("matmul_f32", name), bf16 = code("matmul_bf16", name), i8 = code("dot_i8", name);
       if (t.avx512_bf16) {
-        CHECK(bf16.count("vdpbf16ps", "zmm") >= 24);  // the 24 accumulators of one 6 x 64 tile
+        CHECK(bf16.count("vdpbf16ps", "zmm") >= 16);  // the 16 accumulators of one 8 x 32 tile
         CHECK(bf16.count("vfmadd") == 0);
       } else {
         CHECK(bf16.count("vdpbf16ps") == 0);
@@ -221,7 +221,7 @@ TEST_SUITE("jit") {
       for (const Code* c : {&f32, &bf16}) {
         if (c == &bf16 && t.avx512_bf16) continue;
         if (t.avx512) {
-          CHECK(c->count("vfmadd231ps", "zmm") >= 24);  // the 24 accumulators of one 6 x 64 tile
+          CHECK(c->count("vfmadd231ps", "zmm") >= 16);  // the 16 accumulators of one 8 x 32 tile
         } else {
           CHECK(c->count("vfmadd", "zmm") == 0);
           CHECK(c->count("vfmadd231ps", "ymm") >= 12);  // the 12 accumulators of one 6 x 16 tile
@@ -239,10 +239,10 @@ TEST_SUITE("jit") {
   }
 
   // Every target this CPU runs, against the interpreter (the exact reference), on shapes that leave
-  // row tails (m % 6), column tails (n % 16, n % 64, masked) and odd k, storing the dot into the ref
-  // and accumulating into it (dot_accumulate in place). The compiled dot sums with FMAs in another
-  // order than the interpreter, so results agree within k units in the last place of the sum of
-  // magnitudes, not bit for bit (README, "Backends").
+  // row tails (m % 8, m % 6), column tails (n % 32, n % 16, masked) and odd k, storing the dot into
+  // the ref and accumulating into it (dot_accumulate in place). The compiled dot sums with FMAs in
+  // another order than the interpreter, so results agree within k units in the last place of the sum
+  // of magnitudes, not bit for bit (README, "Backends").
   TEST_CASE("target: the dot micro-kernels agree with the interpreter on every runnable target, tails included") {
     struct Shape3 {
       int64_t m, k, n;
