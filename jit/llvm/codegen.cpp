@@ -14,8 +14,8 @@
 namespace tessera::jit {
 namespace cg {
 
-Emitter::Emitter(const ir::Function& fn, llvm::Module& module, const std::string& symbol)
-    : fn_(fn), m_(module), ctx_(module.getContext()), b_(ctx_), entry_b_(ctx_), values_(fn.values.size()),
+Emitter::Emitter(const ir::Function& fn, llvm::Module& module, const std::string& symbol, const CpuTarget& target)
+    : fn_(fn), target_(target), m_(module), ctx_(module.getContext()), b_(ctx_), entry_b_(ctx_), values_(fn.values.size()),
       uses_(fn.values.size(), 0), nonlocal_use_(fn.values.size(), false) {
   count_uses();
   static_uses_ = uses_;
@@ -406,8 +406,8 @@ void Emitter::emit_debug_print(ir::OpId id) {
 
 }  // namespace cg
 
-void emit_kernel(const ir::Function& fn, llvm::Module& module, const std::string& symbol) {
-  cg::Emitter(fn, module, symbol).run();
+void emit_kernel(const ir::Function& fn, llvm::Module& module, const std::string& symbol, const CpuTarget& target) {
+  cg::Emitter(fn, module, symbol, target).run();
 }
 
 }  // namespace tessera::jit

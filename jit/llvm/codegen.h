@@ -11,6 +11,7 @@
 #include <string>
 
 #include "jit/ir/ir.h"
+#include "jit/llvm/target.h"
 
 namespace llvm {
 class Module;
@@ -18,7 +19,8 @@ class Module;
 
 namespace tessera::jit {
 
-// Emits `fn` into `module` as `void symbol(ptr operands, i64 first_step, i64 end_step, ptr core)`.
-void emit_kernel(const ir::Function& fn, llvm::Module& module, const std::string& symbol);
+// Emits `fn` into `module` as `void symbol(ptr operands, i64 first_step, i64 end_step, ptr core)`,
+// choosing the dot micro-kernels for `target` (the one the module is compiled for).
+void emit_kernel(const ir::Function& fn, llvm::Module& module, const std::string& symbol, const CpuTarget& target);
 
 }  // namespace tessera::jit

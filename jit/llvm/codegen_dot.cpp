@@ -155,11 +155,13 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
                 N = product(rt_, rfree);
   const bool simple = B == 1 && lt.rank() == 2 && rt_.rank() == 2 && dims.lhs_contract == std::vector<int64_t>{1} &&
                       dims.rhs_contract == std::vector<int64_t>{0};
+  const bool pairs = gemm_bf16_pairs(target_, lt.dtype, rt_.dtype);
   std::vector<MatrixOperand> a_ops, b_ops;
   if (simple) {
     a_ops.push_back(matrix(lhs));
     b_ops.push_back(matrix(rhs));
-    if (acc == DType::f32 && N >= kGemmPanel) a_ops[0] = cached_dense_lhs(lhs, a_ops[0], M, K);
+    // The bf16-pair micro-kernel reads A in place; the f32 one wants it dense f32.
+    if (acc == DType::f32 && !pairs) a_ops[0] = cached_dense_lhs(lhs, a_ops[0], M, K);
   } else {
     auto arrange = [&](ValueId x, const Type& xt, std::vector<int64_t> order, int64_t rows, int64_t cols) {
       // A temporary holding x with its dims permuted into `order`, as [batch][rows][cols].
@@ -185,8 +187,8 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
     a_ops = arrange(lhs, lt, lorder, M, K);
     b_ops = arrange(rhs, rt_, rorder, K, N);
   }
-  llvm::Value* packed = acc == DType::f32 && N >= kGemmPanel ? temp(K * (N / kGemmPanel) * kGemmPanel * 4) : nullptr;
-  llvm::Value* packed_a = acc == DType::f32 && N >= kGemmPanel ? temp(K * M * 4) : nullptr;
+  llvm::Value* packed = acc == DType::f32 ? temp(gemm_packed_b_bytes(target_, lt.dtype, rt_.dtype, N, K)) : nullptr;
+  llvm::Value* packed_a = acc == DType::f32 && !pairs ? temp(K * M * 4) : nullptr;
   llvm::Value* c = nullptr;
   int64_t ldc = N;
   if (into) {
@@ -197,7 +199,7 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   }
   for (int64_t bt = 0; bt < B; ++bt) {
     llvm::Value* cb = into ? c : element_address(b_, acc, c, b_.getInt64(bt * M * N));
-    if (acc == DType::f32) emit_gemm_f32(b_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a);
+    if (acc == DType::f32) emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a);
     else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);
   }
   if (into) return {};

@@ -73,7 +73,7 @@ inline bool is_comparison(OpKind k) {
 
 class Emitter {
  public:
-  Emitter(const ir::Function& fn, llvm::Module& module, const std::string& symbol);
+  Emitter(const ir::Function& fn, llvm::Module& module, const std::string& symbol, const CpuTarget& target);
   void run();
 
  private:
@@ -199,6 +199,7 @@ class Emitter {
   void emit_axis_index(const ir::Op& op);
 
   const ir::Function& fn_;
+  const CpuTarget& target_;  // what the dot micro-kernels may use (vector width, AVX-512, bf16)
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;

@@ -79,7 +79,7 @@ std::string generate(const ir::Function& lowered, const CpuTarget& t, const std:
   llvm::LLVMContext context;
   llvm::Module module(symbol, context);
   engine.configure(module, t);
-  emit_kernel(lowered, module, symbol);
+  emit_kernel(lowered, module, symbol, t);
   std::string object = engine.compile(module, t);
   if (config::dump_llvm()) {
     std::string text;

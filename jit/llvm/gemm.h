@@ -1,6 +1,18 @@
 // The matrix-multiply code generator behind dot_general: a register-blocked micro-kernel for f32
-// accumulation (a 4 x 16 tile of C in eight <8 x float> registers, A broadcast, B loaded as vectors
-// from a packed panel, FMA), and a plain loop nest for f64 and integer accumulation.
+// accumulation chosen by the CPU target (a tile of C held in vector registers, A broadcast, B loaded
+// as vectors from a packed panel, FMA), and a plain loop nest for f64 and integer accumulation.
+//
+// The tiles, by target (jit/llvm/target.h):
+//   AVX-512 (vector_bits 512): 8 x 32 of C in 16 zmm accumulators;
+//   AVX2 and narrower:          6 x 16 of C in 12 ymm accumulators.
+// Rows past the last full tile run a tile of the remaining rows; columns past the last full panel
+// run the same tile on a zero-padded panel with masked loads and stores of C.
+// When both operands are bf16 and the target has AVX512_BF16, the 8 x 32 tile runs vdpbf16ps on
+// k pairs instead of FMAs: B packed as [k/2][panel][2] bf16 (an odd k padded with a zero), A read
+// in place, a pair broadcast as one 32-bit word. vdpbf16ps adds the pair's two exact products into
+// the accumulator one after the other, each rounded (odd element first), and flushes bf16 denormal
+// inputs and denormal results to zero: results differ from the interpreter's k-order f32 sums in
+// the last bits, within the same tolerance as the FMA path, plus the flush (README, "Backends").
 //
 // jit/ internal: LLVM types are only forward-declared here.
 #pragma once
@@ -8,6 +20,7 @@
 #include <cstdint>
 
 #include "jit/ir/dtype.h"
+#include "jit/llvm/target.h"
 
 namespace llvm {
 class IRBuilderBase;
@@ -23,14 +36,30 @@ struct MatrixOperand {
   int64_t ld;
 };
 
-inline constexpr int64_t kGemmPanel = 16;  // columns of B per packed panel (two 8-float vectors)
+// The shape of the f32 micro-kernel for a target: `rows` x (`vectors` * `width`) of C.
+struct GemmTile {
+  int64_t rows;     // rows of C per tile (A elements broadcast per k step)
+  int64_t width;    // floats per vector register: 16 (zmm) or 8 (ymm)
+  int64_t vectors;  // vector registers per row of the tile
+  int64_t panel() const { return width * vectors; }  // columns of B per packed panel
+};
+
+GemmTile gemm_tile(const CpuTarget& target);
+
+// Whether A . B (dtypes a and b) runs on vdpbf16ps for `target`: both bf16 on an AVX512_BF16 target.
+bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b);
+
+// Bytes of the packed-B scratch emit_gemm_f32 needs for a k x n B (operand dtypes a, b) on `target`.
+int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n, int64_t k);
 
 // C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes), C an f32
-// matrix with leading dim ldc. B is packed into 16-column f32 panels (`packed`: k * (n / 16) * 16
-// floats) and A, unless it is dense f32 already, into a dense f32 copy (`packed_a`: m * k floats),
-// converting 16-bit floats once.
-void emit_gemm_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixOperand& bm, llvm::Value* c, int64_t ldc,
-                   int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed, llvm::Value* packed_a);
+// matrix with leading dim ldc. B is packed into panels of gemm_tile(target).panel() f32 columns
+// (`packed`: gemm_packed_b_bytes), the last one zero-padded, and A, unless it is dense f32 already,
+// into a dense f32 copy (`packed_a`: m * k floats), converting 16-bit floats once; on the bf16-pair
+// path (gemm_bf16_pairs) B is packed in k pairs and A read in place (`packed_a` unused).
+void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
+                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
+                   llvm::Value* packed_a);
 
 // Writes A (m x k) into `packed` as a dense row-major f32 matrix, converting 16-bit floats.
 void emit_pack_dense_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k);

@@ -198,28 +198,35 @@ TEST_SUITE("jit") {
       const std::string_view reg = t.vector_bits == 512 ? "zmm" : "ymm";
       CHECK(ew.count("vmulps", reg) > 0);
       CHECK(ew.count("vaddps", reg) > 0);
-      // The f32 and bf16 matmuls run on FMAs (bf16 widened to f32 in the packing loops).
-      for (const char* kernel : {"matmul_f32", "matmul_bf16"}) {
-        INFO("kernel " << kernel);
-        CHECK(code(kernel, name).count("vfmadd231ps") > 0);
-      }
     }
   }
 
-  // What the targets do NOT produce yet. The dot micro-kernel (jit/llvm/gemm.cpp) is one 4 x 16
-  // tile of <8 x float> FMAs for every target, bf16 is widened to f32 before it, and int8 dots run
-  // the scalar-order loop nest, widened to i32 multiplies. So today no target emits 512-bit FMAs in
-  // the GEMM, vdpbf16ps, vpdpbusd or AMX tile instructions, although avx512, avx512_bf16 and amx
-  // allow them. These checks pin that down; each flips when its micro-kernel arrives (zmm tiles
-  // for avx512, vdpbf16ps on k-pair-packed B for avx512_bf16, vpdpbusd on k-quads for VNNI,
-  // tdpbf16ps / tdpbssd on 2 x 2 tiles for amx).
-  TEST_CASE("target: the instructions no micro-kernel emits yet") {
+  // The dot micro-kernel follows the target (jit/llvm/gemm.h): an 8 x 32 tile of zmm FMAs on the
+  // AVX-512 targets, 6 x 16 of ymm FMAs on avx2, and for bf16 x bf16 on avx512_bf16 (and amx, which
+  // includes it) the 8 x 32 tile on vdpbf16ps instead of FMAs. Int8 dots still run the scalar-order
+  // loop nest, widened to i32 multiplies, so no target emits vpdpbusd or AMX tile instructions yet,
+  // although avx512_bf16 and amx allow them; those checks flip when their micro-kernels arrive
+  // (vpdpbusd on k-quads for VNNI, tdpbf16ps / tdpbssd on 2 x 2 tiles for amx).
+  TEST_CASE("target: the dot micro-kernel's instructions follow the target") {
     for (std::string_view name : jit::target_names()) {
-      INFO("target " << std::string(name));
+      const jit::CpuTarget& t = jit::cpu_target(name);
+      INFO("target " << t.str());
       const Code f32 = code("matmul_f32", name), bf16 = code("matmul_bf16", name), i8 = code("dot_i8", name);
-      CHECK(f32.count("vfmadd", "zmm") == 0);
-      CHECK(f32.count("vfmadd", "ymm") > 0);
-      CHECK(bf16.count("vdpbf16ps") == 0);
+      if (t.avx512_bf16) {
+        CHECK(bf16.count("vdpbf16ps", "zmm") >= 16);  // the 16 accumulators of one 8 x 32 tile
+        CHECK(bf16.count("vfmadd") == 0);
+      } else {
+        CHECK(bf16.count("vdpbf16ps") == 0);
+      }
+      for (const Code* c : {&f32, &bf16}) {
+        if (c == &bf16 && t.avx512_bf16) continue;
+        if (t.avx512) {
+          CHECK(c->count("vfmadd231ps", "zmm") >= 16);  // the 16 accumulators of one 8 x 32 tile
+        } else {
+          CHECK(c->count("vfmadd", "zmm") == 0);
+          CHECK(c->count("vfmadd231ps", "ymm") >= 12);  // the 12 accumulators of one 6 x 16 tile
+        }
+      }
       CHECK(bf16.count("tdpbf16ps") == 0);
       CHECK(i8.count("vpdpbusd") == 0);
       CHECK(i8.count("tdpb") == 0);
@@ -227,6 +234,47 @@ TEST_SUITE("jit") {
       for (const Code* c : {&f32, &bf16, &i8}) {
         CHECK(c->count("ldtilecfg") == 0);
         CHECK(c->count("tileloadd") == 0);
+      }
+    }
+  }
+
+  // Every target this CPU runs, against the interpreter (the exact reference), on shapes that leave
+  // row tails (m % 8, m % 6), column tails (n % 32, n % 16, masked) and odd k, storing the dot into
+  // the ref and accumulating into it (dot_accumulate in place). The compiled dot sums with FMAs in
+  // another order than the interpreter, so results agree within k units in the last place of the sum
+  // of magnitudes, not bit for bit (README, "Backends").
+  TEST_CASE("target: the dot micro-kernels agree with the interpreter on every runnable target, tails included") {
+    struct Shape3 {
+      int64_t m, k, n;
+    };
+    const Shape3 shapes[] = {{1, 1, 1}, {5, 3, 7}, {6, 16, 64}, {13, 17, 70}, {7, 33, 129}, {130, 9, 65}, {12, 128, 200}};
+    const std::pair<pl::DType, pl::DType> dtypes[] = {{pl::f32, pl::f32}, {pl::bf16, pl::bf16}, {pl::bf16, pl::f32}};
+    auto store = [](pl::Ref x, pl::Ref y, pl::Ref, pl::Ref o) { o() = pl::dot(x(), y(), pl::f32); };
+    auto accumulate = [](pl::Ref x, pl::Ref y, pl::Ref c, pl::Ref o) {
+      o() = c();
+      o() += pl::dot(x(), y(), pl::f32);
+    };
+    for (std::string_view name : jit::target_names()) {
+      if (!jit::missing_on_host(jit::cpu_target(name)).empty()) continue;
+      INFO("target " << std::string(name));
+      for (const Shape3& s : shapes) {
+        INFO("m, k, n = " << s.m << ", " << s.k << ", " << s.n);
+        for (const auto& [lt, rt] : dtypes) {
+          INFO("dtypes " << pl::dtype_name(lt) << " x " << pl::dtype_name(rt));
+          const pl::Array x = pl::Array::random_normal({s.m, s.k}, lt, 3), y = pl::Array::random_normal({s.k, s.n}, rt, 4),
+                          c = pl::Array::random_normal({s.m, s.n}, pl::f32, 5);
+          for (bool acc : {false, true}) {
+            INFO(std::string(acc ? "o() += dot" : "o() = dot"));
+            pl::CallOptions compiled;
+            compiled.compiler_params.target = std::string(name);
+            auto run = [&](const pl::CallOptions& options) {
+              return acc ? pl::pallas_call(accumulate, pl::GridSpec{}, pl::ShapeDtype({s.m, s.n}, pl::f32), options)(x, y, c)
+                         : pl::pallas_call(store, pl::GridSpec{}, pl::ShapeDtype({s.m, s.n}, pl::f32), options)(x, y, c);
+            };
+            const double tolerance = 1e-6 * static_cast<double>(s.k + 1);
+            CHECK(pl::allclose(run(compiled), run(testing::interpret()), tolerance, tolerance));
+          }
+        }
       }
     }
   }
