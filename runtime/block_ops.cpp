@@ -301,17 +301,28 @@ void batched_matmul(const A* lhs, const A* rhs, A* out, int64_t B, int64_t M, in
     const A* l = lhs + b * M * K;
     const A* r = rhs + b * K * N;
     A* o = out + b * M * N;
-    std::fill(o, o + M * N, A(0));
+    // A strip of up to kStrip outputs of one row stays in a local accumulator (registers) over the
+    // whole k loop, so the inner loop only loads: summing straight into the output row stores every
+    // element once per k, which bounds the loop by store throughput and 4 KiB aliasing with `rhs`.
+    constexpr int64_t kStrip = 32;
     for (int64_t m = 0; m < M; ++m) {
-      A* orow = o + m * N;
-      for (int64_t k = 0; k < K; ++k) {
-        const A lv = l[m * K + k];
-        const A* rrow = r + k * N;
-        if constexpr (std::is_integral_v<A>) {
-          for (int64_t n = 0; n < N; ++n) orow[n] = wrap_add(orow[n], wrap_mul(lv, rrow[n]));
-        } else {
-          for (int64_t n = 0; n < N; ++n) orow[n] += lv * rrow[n];
-        }
+      for (int64_t n0 = 0; n0 < N; n0 += kStrip) {
+        const int64_t width = std::min(kStrip, N - n0);
+        A acc[kStrip] = {};
+        auto strip = [&](auto w) {  // w: the strip's width, a compile-time constant for full strips
+          for (int64_t k = 0; k < K; ++k) {
+            const A lv = l[m * K + k];
+            const A* rrow = r + k * N + n0;
+            if constexpr (std::is_integral_v<A>) {
+              for (int64_t n = 0; n < w; ++n) acc[n] = wrap_add(acc[n], wrap_mul(lv, rrow[n]));
+            } else {
+              for (int64_t n = 0; n < w; ++n) acc[n] += lv * rrow[n];
+            }
+          }
+        };
+        if (width == kStrip) strip(std::integral_constant<int64_t, kStrip>());
+        else strip(width);
+        std::copy(acc, acc + width, o + m * N + n0);
       }
     }
   }
