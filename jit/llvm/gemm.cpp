@@ -80,13 +80,14 @@ struct CTile {
   llvm::Value* col0;
   llvm::Value* i;
   int64_t rows, width, vectors, partial;
+  llvm::Type* elem;  // f32, or i32 for the int8 tile
   llvm::FixedVectorType* vec;
   llvm::Value* mask = nullptr;
 
   CTile(llvm::IRBuilderBase& b_, llvm::Value* c_, int64_t ldc_, llvm::Value* col0_, llvm::Value* i_, int64_t rows_,
-        int64_t cols, int64_t width_)
+        int64_t cols, int64_t width_, llvm::Type* elem_ = nullptr)
       : b(b_), c(c_), ldc(ldc_), col0(col0_), i(i_), rows(rows_), width(width_), vectors((cols + width_ - 1) / width_),
-        partial(cols % width_), vec(llvm::FixedVectorType::get(b_.getFloatTy(), width_)) {
+        partial(cols % width_), elem(elem_ ? elem_ : b_.getFloatTy()), vec(llvm::FixedVectorType::get(elem, width_)) {
     if (!partial) return;
     std::vector<llvm::Constant*> lanes;
     for (int64_t l = 0; l < width; ++l) lanes.push_back(b.getInt1(l < partial));
@@ -95,7 +96,7 @@ struct CTile {
   bool masked(int64_t v) const { return partial && v == vectors - 1; }
   llvm::Value* address(int64_t r, int64_t v) {
     llvm::Value* row = b.CreateAdd(i, i64(b, r));
-    return b.CreateInBoundsGEP(b.getFloatTy(), c,
+    return b.CreateInBoundsGEP(elem, c,
                                b.CreateAdd(b.CreateMul(row, i64(b, ldc)), b.CreateAdd(col0, i64(b, v * width))));
   }
   // The accumulators' starting values: C itself when accumulating, else zeros (row-major order).
@@ -224,6 +225,109 @@ void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
   ct.store(acc);
 }
 
+// ---- int8 x int8 on vpdpbusd ----
+// B is packed into panels of k quads: packed[((p * k4 + kq) * panel + j) * 4 + e] = B[4 kq + e][p *
+// panel + j], k4 = ceil(k / 4), zero where 4 kq + e >= k or the column is past n; one 64-byte load
+// holds 16 columns' quads, the layout vpdpbusd multiplies against an A quad broadcast to every lane.
+// vpdpbusd reads its A bytes as unsigned, so A is biased by 128 (its sign bit flipped) and each
+// column's sum of B over k, written after the panels as i32 (`colsum`, zero past n), takes 128 *
+// that sum back off: (a + 128) b summed minus 128 sum(b) is sum(a b), exact modulo 2^32 since
+// vpdpbusd and the i32 adds wrap as the interpreter's i32 arithmetic does.
+void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, llvm::Value* colsum, int64_t n,
+                  int64_t k, int64_t panel) {
+  const int64_t full = n / panel, rest = n % panel, k4 = (k + 3) / 4, panels = full + (rest > 0);
+  llvm::Type* i8 = b.getInt8Ty();
+  llvm::Type* i32 = b.getInt32Ty();
+  emit_loop(b, panels * panel, [&](llvm::Value* j) {
+    b.CreateStore(b.getInt32(0), b.CreateInBoundsGEP(i32, colsum, j));
+  });
+  auto quad = [&](llvm::Value* kq, int64_t present) {  // present: the quad's rows inside k (1..4)
+    llvm::Value* k0 = b.CreateMul(kq, i64(b, 4));
+    for (int64_t e = 0; e < 4; ++e) prefetch_row(b, bm, b.CreateAdd(k0, i64(b, kPrefetchRows + e)), n);
+    auto copy = [&](llvm::Value* p, int64_t cols) {
+      llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k4)), kq), i64(b, panel * 4));
+      for (int64_t j = 0; j < panel; ++j) {
+        llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j));
+        llvm::Value* sum = b.getInt32(0);
+        for (int64_t e = 0; e < 4; ++e) {
+          llvm::Value* v = b.getInt8(0);
+          if (j < cols && e < present) {
+            llvm::Value* row = b.CreateAdd(k0, i64(b, e));
+            v = b.CreateLoad(i8, element_address(b, bm.dtype, bm.ptr, b.CreateAdd(b.CreateMul(row, i64(b, bm.ld)), col)));
+            sum = b.CreateAdd(sum, b.CreateSExt(v, i32));
+          }
+          b.CreateStore(v, b.CreateInBoundsGEP(i8, packed, b.CreateAdd(dst_row, i64(b, 4 * j + e))));
+        }
+        if (j < cols) {
+          llvm::Value* address = b.CreateInBoundsGEP(i32, colsum, col);
+          b.CreateStore(b.CreateAdd(b.CreateLoad(i32, address), sum), address);
+        }
+      }
+    };
+    if (full > 0) emit_loop(b, full, [&](llvm::Value* p) { copy(p, panel); });
+    if (rest > 0) copy(i64(b, full), rest);
+  };
+  if (k / 4 > 0) emit_loop(b, k / 4, [&](llvm::Value* kq) { quad(kq, 4); });
+  if (k % 4) quad(i64(b, k / 4), k % 4);
+}
+
+// One micro-tile on vpdpbusd: as micro_tile_pairs, with an i32 C, B from the quad-packed panel at
+// `panel_ptr` (k4 quads of tile.panel() columns) and A read in place, 4 bytes as one 32-bit
+// broadcast with each byte's sign bit flipped. The last partial quad of a k that is not a multiple
+// of 4 is assembled from its bytes alone (the missing ones zero, which the zero B rows cancel), so
+// no read passes the end of A's row. The accumulators start at C (or zero) minus 128 * colsum.
+void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
+                      int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* colsum, llvm::Value* col0,
+                      llvm::Value* i, int64_t rows, int64_t cols) {
+  llvm::Type* i32 = b.getInt32Ty();
+  CTile ct(b, c, ldc, col0, i, rows, cols, tile.width, i32);
+  const int64_t width = tile.width, vectors = ct.vectors;
+  auto* vec = ct.vec;
+  llvm::Function* dot = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(),
+                                                        llvm::Intrinsic::x86_avx512_vpdpbusd_512);
+  std::vector<llvm::Value*> init = ct.load(accumulate);
+  for (int64_t v = 0; v < vectors; ++v) {
+    llvm::Value* sums = b.CreateAlignedLoad(
+        vec, b.CreateInBoundsGEP(i32, colsum, b.CreateAdd(col0, i64(b, v * width))), llvm::Align(4));
+    llvm::Value* correction = b.CreateShl(sums, b.CreateVectorSplat(width, b.getInt32(7)));
+    for (int64_t r = 0; r < rows; ++r) init[r * vectors + v] = b.CreateSub(init[r * vectors + v], correction);
+  }
+  llvm::Value* bias = b.getInt32(0x80808080u);
+  // One k quad: acc += (A[r][4kq..4kq+3] + 128) . B[4kq..4kq+3][cols] for every row and vector.
+  auto step = [&](llvm::Value* kq, const std::vector<llvm::Value*>& cur, int64_t present) {
+    llvm::Value* row_base = b.CreateMul(kq, i64(b, tile.panel() * 4));
+    std::vector<llvm::Value*> bv;
+    for (int64_t v = 0; v < vectors; ++v)
+      bv.push_back(b.CreateAlignedLoad(
+          vec, b.CreateInBoundsGEP(b.getInt8Ty(), panel_ptr, b.CreateAdd(row_base, i64(b, v * width * 4))),
+          llvm::Align(4)));
+    std::vector<llvm::Value*> next(cur.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      llvm::Value* index = b.CreateAdd(b.CreateMul(b.CreateAdd(i, i64(b, r)), i64(b, a.ld)), b.CreateMul(kq, i64(b, 4)));
+      llvm::Value* address = element_address(b, a.dtype, a.ptr, index);
+      llvm::Value* word = nullptr;
+      if (present == 4) {
+        word = b.CreateAlignedLoad(i32, address, llvm::Align(1));
+      } else {
+        word = b.getInt32(0);
+        for (int64_t e = 0; e < present; ++e) {
+          llvm::Value* byte = b.CreateLoad(b.getInt8Ty(), b.CreateInBoundsGEP(b.getInt8Ty(), address, i64(b, e)));
+          word = b.CreateOr(word, b.CreateShl(b.CreateZExt(byte, i32), b.getInt32(8 * e)));
+        }
+      }
+      llvm::Value* av = b.CreateVectorSplat(width, b.CreateXor(word, bias));
+      for (int64_t v = 0; v < vectors; ++v) next[r * vectors + v] = b.CreateCall(dot, {cur[r * vectors + v], av, bv[v]});
+    }
+    return next;
+  };
+  std::vector<llvm::Value*> acc = init;
+  if (k / 4 > 0)
+    acc = emit_loop(b, i64(b, 0), i64(b, k / 4), i64(b, 1), init,
+                    [&](llvm::Value* kq, const std::vector<llvm::Value*>& cur) { return step(kq, cur, 4); });
+  if (k % 4) acc = step(i64(b, k / 4), acc, k % 4);
+  ct.store(acc);
+}
+
 }  // namespace
 
 GemmTile gemm_tile(const CpuTarget& target) {
@@ -241,8 +345,13 @@ bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b) {
   return target.avx512_bf16 && target.avx512 && target.vector_bits >= 512 && a == DType::bf16 && b == DType::bf16;
 }
 
+bool gemm_int8_quads(const CpuTarget& target, DType a, DType b) {
+  return target.avx512_vnni && target.avx512 && target.vector_bits >= 512 && a == DType::i8 && b == DType::i8;
+}
+
 int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n, int64_t k) {
   const int64_t panel = gemm_tile(target).panel(), panels = (n + panel - 1) / panel;
+  if (gemm_int8_quads(target, a, b)) return (k + 3) / 4 * panels * panel * 4 + panels * panel * 4;  // quads, colsum
   if (gemm_bf16_pairs(target, a, b)) return (k + 1) / 2 * panels * panel * 2 * 2;  // bf16 pairs
   return k * panels * panel * 4;
 }
@@ -278,6 +387,30 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
         return std::vector<llvm::Value*>{};
       });
     if (rest_rows > 0) tile_at(panel_ptr, col0, i64(b, full_rows), rest_rows, cols);
+  };
+  if (full_panels > 0) emit_loop(b, full_panels, [&](llvm::Value* p) { panel_tiles(p, panel); });
+  if (rest_cols > 0) panel_tiles(i64(b, full_panels), rest_cols);
+}
+
+void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
+                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed) {
+  const GemmTile tile = gemm_tile(target);
+  const int64_t panel = tile.panel(), full_panels = n / panel, rest_cols = n % panel;
+  const int64_t panels = full_panels + (rest_cols > 0), k4 = (k + 3) / 4;
+  const int64_t full_rows = m / tile.rows * tile.rows, rest_rows = m - full_rows;
+  if (m == 0 || n == 0) return;
+  llvm::Value* colsum = b.CreateInBoundsGEP(b.getInt8Ty(), packed, i64(b, k4 * panels * panel * 4));
+  pack_b_quads(b, bm, packed, colsum, n, k, panel);
+  auto panel_tiles = [&](llvm::Value* p, int64_t cols) {
+    llvm::Value* panel_ptr = b.CreateInBoundsGEP(b.getInt8Ty(), packed, b.CreateMul(p, i64(b, k4 * panel * 4)));
+    llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
+    if (full_rows > 0)
+      emit_loop(b, i64(b, 0), i64(b, full_rows), i64(b, tile.rows), {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+        micro_tile_quads(b, tile, a, c, ldc, k, accumulate, panel_ptr, colsum, col0, i, tile.rows, cols);
+        return std::vector<llvm::Value*>{};
+      });
+    if (rest_rows > 0)
+      micro_tile_quads(b, tile, a, c, ldc, k, accumulate, panel_ptr, colsum, col0, i64(b, full_rows), rest_rows, cols);
   };
   if (full_panels > 0) emit_loop(b, full_panels, [&](llvm::Value* p) { panel_tiles(p, panel); });
   if (rest_cols > 0) panel_tiles(i64(b, full_panels), rest_cols);

@@ -13,6 +13,9 @@
 // the accumulator one after the other, each rounded (odd element first), and flushes bf16 denormal
 // inputs and denormal results to zero: results differ from the interpreter's k-order f32 sums in
 // the last bits, within the same tolerance as the FMA path, plus the flush (README, "Backends").
+// When both operands are i8 (i32 accumulation) and the target has AVX512_VNNI, the 8 x 32 tile holds
+// i32 accumulators and runs vpdpbusd on k quads (emit_gemm_i8); integer sums are exact, so its
+// results equal the interpreter's bit for bit.
 //
 // jit/ internal: LLVM types are only forward-declared here.
 #pragma once
@@ -49,6 +52,9 @@ GemmTile gemm_tile(const CpuTarget& target);
 // Whether A . B (dtypes a and b) runs on vdpbf16ps for `target`: both bf16 on an AVX512_BF16 target.
 bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b);
 
+// Whether A . B runs on vpdpbusd for `target`: both i8 (i32 accumulation) on an AVX512_VNNI target.
+bool gemm_int8_quads(const CpuTarget& target, DType a, DType b);
+
 // Bytes of the packed-B scratch emit_gemm_f32 needs for a k x n B (operand dtypes a, b) on `target`.
 int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n, int64_t k);
 
@@ -60,6 +66,13 @@ int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
                    llvm::Value* packed_a);
+
+// C (+)= A . B for i8 A (m x k) and B (k x n) into an i32 C (leading dim ldc) on vpdpbusd, for
+// gemm_int8_quads targets: the 8 x 32 tile of i32 accumulators, B packed in k quads with its column
+// sums after them (`packed`: gemm_packed_b_bytes), A read in place. Exact: equal to the interpreter's
+// k-order i32 sums, wrap-around included.
+void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
+                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed);
 
 // Writes A (m x k) into `packed` as a dense row-major f32 matrix, converting 16-bit floats.
 void emit_pack_dense_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k);
