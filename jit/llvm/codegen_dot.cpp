@@ -31,12 +31,16 @@ bool Emitter::store_dot(const ir::Op& op) {
   if (operands.mask != ir::kNone) return false;
   const ValueId target = operands.ref, value = operands.value;
   const RefCg& r = ref(target);
-  if (r.dtype != DType::f32 || r.shape.size() != 2 || r.strides[1] != 1) return false;
+  if (r.shape.size() != 2 || r.strides[1] != 1) return false;
   if (static_uses_[value] != 1) return false;
   const Cg& cg = values_[value];
   if (!std::holds_alternative<TensorCg>(cg) || std::get<TensorCg>(cg).kind != TensorCg::Kind::Dot ||
-      std::get<TensorCg>(cg).dtype != DType::f32)
+      std::get<TensorCg>(cg).dtype != r.dtype)
     return false;
+  // The micro-kernels write f32 C, and i32 C for the int8 tile.
+  const ir::DotOperands dot = ir::dot_operands(fn_.ops[std::get<TensorCg>(cg).dot]);
+  const bool int8_tile = gemm_int8_quads(target_, fn_.type(dot.lhs).dtype, fn_.type(dot.rhs).dtype);
+  if (r.dtype != DType::f32 && !(r.dtype == DType::i32 && int8_tile)) return false;
   // The dot's operands must not read the target (the GEMM writes it while reading them).
   if (tensor(value).roots.count(r.root)) return false;
   std::set<ValueId> mine;
@@ -55,9 +59,11 @@ void Emitter::emit_dot_accumulate(ir::OpId id) {
   const RefCg r = ref(target);
   const auto& dims = std::get<ir::DotAttr>(op.attr);
   const Type type = fn_.type(target).value_type();
-  // The GEMM accumulates in place into a row-major f32 matrix, unless an operand still reads the
-  // target (the GEMM writes it while reading them).
-  const bool in_place = r.dtype == DType::f32 && r.shape.size() == 2 && r.strides[1] == 1 &&
+  // The GEMM accumulates in place into a row-major f32 matrix (i32 for the int8 tile), unless an
+  // operand still reads the target (the GEMM writes it while reading them).
+  const bool int8_tile = gemm_int8_quads(target_, fn_.type(lhs).dtype, fn_.type(rhs).dtype);
+  const bool in_place = (r.dtype == DType::f32 || (r.dtype == DType::i32 && int8_tile)) &&
+                        r.shape.size() == 2 && r.strides[1] == 1 &&
                         !tensor(lhs).roots.count(r.root) && !tensor(rhs).roots.count(r.root);
   flush_readers(r.root);
   if (in_place) {
@@ -187,7 +193,11 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
     a_ops = arrange(lhs, lt, lorder, M, K);
     b_ops = arrange(rhs, rt_, rorder, K, N);
   }
-  llvm::Value* packed = acc == DType::f32 ? temp(gemm_packed_b_bytes(target_, lt.dtype, rt_.dtype, N, K)) : nullptr;
+  // The int8 tile writes i32 C (a dot stored or accumulated into an i32 ref, or the temporary).
+  const bool quads = acc == DType::i32 && gemm_int8_quads(target_, lt.dtype, rt_.dtype) &&
+                     (!into || into->dtype == DType::i32);
+  llvm::Value* packed =
+      acc == DType::f32 || quads ? temp(gemm_packed_b_bytes(target_, lt.dtype, rt_.dtype, N, K)) : nullptr;
   llvm::Value* packed_a = acc == DType::f32 && !pairs ? temp(K * M * 4) : nullptr;
   llvm::Value* c = nullptr;
   int64_t ldc = N;
@@ -200,6 +210,7 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   for (int64_t bt = 0; bt < B; ++bt) {
     llvm::Value* cb = into ? c : element_address(b_, acc, c, b_.getInt64(bt * M * N));
     if (acc == DType::f32) emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a);
+    else if (quads) emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed);
     else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);
   }
   if (into) return {};

@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <map>
 
 #include "examples/seed_matmul.h"
@@ -203,10 +205,11 @@ TEST_SUITE("jit") {
 
   // The dot micro-kernel follows the target (jit/llvm/gemm.h): an 8 x 32 tile of zmm FMAs on the
   // AVX-512 targets, 6 x 16 of ymm FMAs on avx2, and for bf16 x bf16 on avx512_bf16 (and amx, which
-  // includes it) the 8 x 32 tile on vdpbf16ps instead of FMAs. Int8 dots still run the scalar-order
-  // loop nest, widened to i32 multiplies, so no target emits vpdpbusd or AMX tile instructions yet,
-  // although avx512_bf16 and amx allow them; those checks flip when their micro-kernels arrive
-  // (vpdpbusd on k-quads for VNNI, tdpbf16ps / tdpbssd on 2 x 2 tiles for amx).
+  // includes it) the 8 x 32 tile on vdpbf16ps instead of FMAs. Int8 x int8 -> i32 dots run the 8 x 32
+  // tile on zmm vpdpbusd (k quads) where AVX512_VNNI is allowed (avx512_bf16, amx), elsewhere the
+  // scalar-order loop nest widened to i32 multiplies. No target emits AMX tile instructions yet,
+  // although amx allows them; those checks flip when its micro-kernels arrive (tdpbf16ps / tdpbssd
+  // on 2 x 2 tiles).
   TEST_CASE("target: the dot micro-kernel's instructions follow the target") {
     for (std::string_view name : jit::target_names()) {
       const jit::CpuTarget& t = jit::cpu_target(name);
@@ -228,9 +231,14 @@ TEST_SUITE("jit") {
         }
       }
       CHECK(bf16.count("tdpbf16ps") == 0);
-      CHECK(i8.count("vpdpbusd") == 0);
+      if (t.avx512_vnni) {
+        CHECK(i8.count("vpdpbusd", "zmm") >= 16);  // the 16 accumulators of one 8 x 32 tile
+        CHECK(i8.count("vpmulld") == 0);
+      } else {
+        CHECK(i8.count("vpdpbusd") == 0);
+        CHECK(i8.count("vpmulld") > 0);
+      }
       CHECK(i8.count("tdpb") == 0);
-      CHECK(i8.count("vpmulld") > 0);
       for (const Code* c : {&f32, &bf16, &i8}) {
         CHECK(c->count("ldtilecfg") == 0);
         CHECK(c->count("tileloadd") == 0);
@@ -274,6 +282,57 @@ TEST_SUITE("jit") {
             const double tolerance = 1e-6 * static_cast<double>(s.k + 1);
             CHECK(pl::allclose(run(compiled), run(testing::interpret()), tolerance, tolerance));
           }
+        }
+      }
+    }
+  }
+
+  // The int8 dot (i8 x i8 -> i32) on every runnable target against the interpreter: integer sums are
+  // exact, so the results must be equal, on shapes with row and column tails and k % 4 != 0 (the
+  // vpdpbusd tile's partial last quad), operands spanning [-128, 127] with -128 at the corners, and
+  // an accumulator near the i32 limits, so that accumulating wraps around.
+  TEST_CASE("target: the int8 dot equals the interpreter's on every runnable target, tails included") {
+    struct Shape3 {
+      int64_t m, k, n;
+    };
+    const Shape3 shapes[] = {{1, 1, 1},     {5, 3, 7},      {8, 4, 32},     {13, 17, 70},
+                             {7, 33, 129}, {130, 9, 65}, {12, 130, 200}, {9, 6, 33}};
+    auto store = [](pl::Ref x, pl::Ref y, pl::Ref, pl::Ref o) { o() = pl::dot(x(), y(), pl::i32); };
+    auto accumulate = [](pl::Ref x, pl::Ref y, pl::Ref c, pl::Ref o) {
+      o() = c();
+      o() += pl::dot(x(), y(), pl::i32);
+    };
+    // Deterministic values covering the whole int8 range, -128 included.
+    auto int8s = [](int64_t rows, int64_t cols, uint32_t seed) {
+      std::vector<int8_t> v(static_cast<size_t>(rows * cols));
+      uint32_t state = seed;
+      for (auto& e : v) {
+        state = state * 1664525u + 1013904223u;
+        e = static_cast<int8_t>(state >> 24);
+      }
+      v.front() = v.back() = -128;
+      return pl::Array::from_vector(v, {rows, cols});
+    };
+    for (std::string_view name : jit::target_names()) {
+      if (!jit::missing_on_host(jit::cpu_target(name)).empty()) continue;
+      INFO("target " << std::string(name));
+      for (const Shape3& s : shapes) {
+        INFO("m, k, n = " << s.m << ", " << s.k << ", " << s.n);
+        const pl::Array x = int8s(s.m, s.k, 3), y = int8s(s.k, s.n, 4);
+        std::vector<int32_t> cv(static_cast<size_t>(s.m * s.n));
+        for (size_t e = 0; e < cv.size(); ++e)
+          cv[e] = e % 2 ? std::numeric_limits<int32_t>::max() - static_cast<int32_t>(e)
+                        : std::numeric_limits<int32_t>::min() + static_cast<int32_t>(e);
+        const pl::Array c = pl::Array::from_vector(cv, {s.m, s.n});
+        for (bool acc : {false, true}) {
+          INFO(std::string(acc ? "o() += dot" : "o() = dot"));
+          pl::CallOptions compiled;
+          compiled.compiler_params.target = std::string(name);
+          auto run = [&](const pl::CallOptions& options) {
+            return acc ? pl::pallas_call(accumulate, pl::GridSpec{}, pl::ShapeDtype({s.m, s.n}, pl::i32), options)(x, y, c)
+                       : pl::pallas_call(store, pl::GridSpec{}, pl::ShapeDtype({s.m, s.n}, pl::i32), options)(x, y, c);
+          };
+          CHECK(run(compiled).to_vector<int32_t>() == run(testing::interpret()).to_vector<int32_t>());
         }
       }
     }
