@@ -246,6 +246,33 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
     for (int64_t e = 0; e < 4; ++e) prefetch_row(b, bm, b.CreateAdd(k0, i64(b, kPrefetchRows + e)), n);
     auto copy = [&](llvm::Value* p, int64_t cols) {
       llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k4)), kq), i64(b, panel * 4));
+      if (cols == panel && present == 4) {
+        // A whole quad of a full panel as vectors: 4 row loads interleaved into one 4 * panel byte
+        // store, and the panel's column sums updated in one vector add.
+        auto* row_vec = llvm::FixedVectorType::get(i8, panel);
+        auto* sum_vec = llvm::FixedVectorType::get(i32, panel);
+        llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
+        std::vector<llvm::Value*> rows;
+        llvm::Value* sum = llvm::Constant::getNullValue(sum_vec);
+        for (int64_t e = 0; e < 4; ++e) {
+          llvm::Value* row = b.CreateAdd(k0, i64(b, e));
+          rows.push_back(b.CreateAlignedLoad(
+              row_vec, element_address(b, bm.dtype, bm.ptr, b.CreateAdd(b.CreateMul(row, i64(b, bm.ld)), col0)),
+              llvm::Align(1)));
+          sum = b.CreateAdd(sum, b.CreateSExt(rows.back(), sum_vec));
+        }
+        std::vector<int> lo_hi(2 * panel), interleave(4 * panel);
+        for (int64_t l = 0; l < 2 * panel; ++l) lo_hi[l] = static_cast<int>(l);
+        for (int64_t j = 0; j < panel; ++j)
+          for (int64_t e = 0; e < 4; ++e) interleave[4 * j + e] = static_cast<int>(e * panel + j);
+        llvm::Value* all = b.CreateShuffleVector(b.CreateShuffleVector(rows[0], rows[1], lo_hi),
+                                                 b.CreateShuffleVector(rows[2], rows[3], lo_hi), interleave);
+        b.CreateAlignedStore(all, b.CreateInBoundsGEP(i8, packed, dst_row), llvm::Align(1));
+        llvm::Value* address = b.CreateInBoundsGEP(i32, colsum, col0);
+        b.CreateAlignedStore(b.CreateAdd(b.CreateAlignedLoad(sum_vec, address, llvm::Align(4)), sum), address,
+                             llvm::Align(4));
+        return;
+      }
       for (int64_t j = 0; j < panel; ++j) {
         llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j));
         llvm::Value* sum = b.getInt32(0);
