@@ -1,6 +1,7 @@
 // The matrix-multiply code generator behind dot_general: a register-blocked micro-kernel for f32
 // accumulation chosen by the CPU target (a tile of C held in vector registers, A broadcast, B loaded
-// as vectors from a packed panel, FMA), and a plain loop nest for f64 and integer accumulation.
+// as vectors from a packed panel, FMA), the same tile on vpdpbusd for int8 x int8 -> i32 on VNNI
+// targets, and a plain loop nest for f64 and the other integer accumulations.
 //
 // The tiles, by target (jit/llvm/target.h):
 //   AVX-512 (vector_bits 512): 8 x 32 of C in 16 zmm accumulators;
