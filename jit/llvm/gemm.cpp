@@ -185,6 +185,41 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
   if (k % 2) pair(i64(b, k / 2), true);
 }
 
+// The k loop of the tiles on packed k groups (vdpbf16ps pairs, vpdpbusd quads): B's `group` rows of
+// each column were packed side by side, so one `bvec` load (4 bytes a column) per vector holds a
+// group of k for `width` columns; A's group of row r is one 32-bit word broadcast by `a_vector`
+// (`present` < group only for the last, partial group of k); `dot(acc, a, b)` folds a group into
+// each accumulator. Returns the accumulators after all of k.
+template <class AVector>
+std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a,
+                                       llvm::Value* panel_ptr, llvm::Value* i, int64_t rows, int64_t vectors, int64_t k,
+                                       int64_t group, llvm::Type* bvec, llvm::Function* dot, const AVector& a_vector,
+                                       std::vector<llvm::Value*> init) {
+  const int64_t width = tile.width;
+  auto step = [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur, int64_t present) {
+    llvm::Value* row_base = b.CreateMul(kg, i64(b, tile.panel() * 4));  // bytes
+    std::vector<llvm::Value*> bv;
+    for (int64_t v = 0; v < vectors; ++v)
+      bv.push_back(b.CreateAlignedLoad(
+          bvec, b.CreateInBoundsGEP(b.getInt8Ty(), panel_ptr, b.CreateAdd(row_base, i64(b, v * width * 4))),
+          llvm::Align(4)));
+    std::vector<llvm::Value*> next(cur.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      llvm::Value* index =
+          b.CreateAdd(b.CreateMul(b.CreateAdd(i, i64(b, r)), i64(b, a.ld)), b.CreateMul(kg, i64(b, group)));
+      llvm::Value* av = a_vector(element_address(b, a.dtype, a.ptr, index), present);
+      for (int64_t v = 0; v < vectors; ++v) next[r * vectors + v] = b.CreateCall(dot, {cur[r * vectors + v], av, bv[v]});
+    }
+    return next;
+  };
+  std::vector<llvm::Value*> acc = std::move(init);
+  if (k / group > 0)
+    acc = emit_loop(b, i64(b, 0), i64(b, k / group), i64(b, 1), acc,
+                    [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur) { return step(kg, cur, group); });
+  if (k % group) acc = step(i64(b, k / group), acc, k % group);
+  return acc;
+}
+
 // One micro-tile on vdpbf16ps: as micro_tile, with B from the pair-packed panel at `panel_ptr`
 // (k2 pairs of tile.panel() columns) and A read in place as bf16 pairs, one 32-bit broadcast per
 // row and pair. An odd k's last A element is widened alone (its partner is zero), so no read
@@ -197,31 +232,15 @@ void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
   auto* pairs = llvm::FixedVectorType::get(b.getBFloatTy(), 2 * width);
   llvm::Function* dot = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(),
                                                         llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512);
-  const std::vector<llvm::Value*> init = ct.load(accumulate);
-  // One k pair: acc += A[r][2kp..2kp+1] . B[2kp..2kp+1][cols] for every row and vector.
-  auto step = [&](llvm::Value* kp, const std::vector<llvm::Value*>& cur, bool odd_tail) {
-    llvm::Value* row_base = b.CreateMul(kp, i64(b, tile.panel() * 2));
-    std::vector<llvm::Value*> bv;
-    for (int64_t v = 0; v < vectors; ++v)
-      bv.push_back(b.CreateAlignedLoad(
-          pairs, b.CreateInBoundsGEP(b.getInt16Ty(), panel_ptr, b.CreateAdd(row_base, i64(b, v * width * 2))),
-          llvm::Align(4)));
-    std::vector<llvm::Value*> next(cur.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      llvm::Value* index = b.CreateAdd(b.CreateMul(b.CreateAdd(i, i64(b, r)), i64(b, a.ld)), b.CreateMul(kp, i64(b, 2)));
-      llvm::Value* address = element_address(b, a.dtype, a.ptr, index);
-      llvm::Value* word = odd_tail ? b.CreateZExt(b.CreateLoad(b.getInt16Ty(), address), b.getInt32Ty())
-                                   : static_cast<llvm::Value*>(b.CreateAlignedLoad(b.getInt32Ty(), address, llvm::Align(2)));
-      llvm::Value* av = b.CreateBitCast(b.CreateVectorSplat(width, word), pairs);
-      for (int64_t v = 0; v < vectors; ++v) next[r * vectors + v] = b.CreateCall(dot, {cur[r * vectors + v], av, bv[v]});
-    }
-    return next;
+  // A pair of row r is one 32-bit word: two bf16, or an odd k's last one alone (its partner zero).
+  auto a_pair = [&](llvm::Value* address, int64_t present) {
+    llvm::Value* word = present == 2
+                            ? static_cast<llvm::Value*>(b.CreateAlignedLoad(b.getInt32Ty(), address, llvm::Align(2)))
+                            : b.CreateZExt(b.CreateLoad(b.getInt16Ty(), address), b.getInt32Ty());
+    return b.CreateBitCast(b.CreateVectorSplat(width, word), pairs);
   };
-  std::vector<llvm::Value*> acc = init;
-  if (k / 2 > 0)
-    acc = emit_loop(b, i64(b, 0), i64(b, k / 2), i64(b, 1), init,
-                    [&](llvm::Value* kp, const std::vector<llvm::Value*>& cur) { return step(kp, cur, false); });
-  if (k % 2) acc = step(i64(b, k / 2), acc, true);
+  const std::vector<llvm::Value*> acc =
+      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, pairs, dot, a_pair, ct.load(accumulate));
   ct.store(acc);
 }
 
@@ -319,39 +338,23 @@ void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
     llvm::Value* correction = b.CreateShl(sums, b.CreateVectorSplat(width, b.getInt32(7)));
     for (int64_t r = 0; r < rows; ++r) init[r * vectors + v] = b.CreateSub(init[r * vectors + v], correction);
   }
+  // A quad of row r is one 32-bit word with each byte's sign bit flipped; the last partial quad is
+  // assembled from its bytes alone (the missing ones zero, which the zero B rows cancel).
   llvm::Value* bias = b.getInt32(0x80808080u);
-  // One k quad: acc += (A[r][4kq..4kq+3] + 128) . B[4kq..4kq+3][cols] for every row and vector.
-  auto step = [&](llvm::Value* kq, const std::vector<llvm::Value*>& cur, int64_t present) {
-    llvm::Value* row_base = b.CreateMul(kq, i64(b, tile.panel() * 4));
-    std::vector<llvm::Value*> bv;
-    for (int64_t v = 0; v < vectors; ++v)
-      bv.push_back(b.CreateAlignedLoad(
-          vec, b.CreateInBoundsGEP(b.getInt8Ty(), panel_ptr, b.CreateAdd(row_base, i64(b, v * width * 4))),
-          llvm::Align(4)));
-    std::vector<llvm::Value*> next(cur.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      llvm::Value* index = b.CreateAdd(b.CreateMul(b.CreateAdd(i, i64(b, r)), i64(b, a.ld)), b.CreateMul(kq, i64(b, 4)));
-      llvm::Value* address = element_address(b, a.dtype, a.ptr, index);
-      llvm::Value* word = nullptr;
-      if (present == 4) {
-        word = b.CreateAlignedLoad(i32, address, llvm::Align(1));
-      } else {
-        word = b.getInt32(0);
-        for (int64_t e = 0; e < present; ++e) {
-          llvm::Value* byte = b.CreateLoad(b.getInt8Ty(), b.CreateInBoundsGEP(b.getInt8Ty(), address, i64(b, e)));
-          word = b.CreateOr(word, b.CreateShl(b.CreateZExt(byte, i32), b.getInt32(8 * e)));
-        }
+  auto a_quad = [&](llvm::Value* address, int64_t present) {
+    llvm::Value* word = nullptr;
+    if (present == 4) {
+      word = b.CreateAlignedLoad(i32, address, llvm::Align(1));
+    } else {
+      word = b.getInt32(0);
+      for (int64_t e = 0; e < present; ++e) {
+        llvm::Value* byte = b.CreateLoad(b.getInt8Ty(), b.CreateInBoundsGEP(b.getInt8Ty(), address, i64(b, e)));
+        word = b.CreateOr(word, b.CreateShl(b.CreateZExt(byte, i32), b.getInt32(8 * e)));
       }
-      llvm::Value* av = b.CreateVectorSplat(width, b.CreateXor(word, bias));
-      for (int64_t v = 0; v < vectors; ++v) next[r * vectors + v] = b.CreateCall(dot, {cur[r * vectors + v], av, bv[v]});
     }
-    return next;
+    return b.CreateVectorSplat(width, b.CreateXor(word, bias));
   };
-  std::vector<llvm::Value*> acc = init;
-  if (k / 4 > 0)
-    acc = emit_loop(b, i64(b, 0), i64(b, k / 4), i64(b, 1), init,
-                    [&](llvm::Value* kq, const std::vector<llvm::Value*>& cur) { return step(kq, cur, 4); });
-  if (k % 4) acc = step(i64(b, k / 4), acc, k % 4);
+  const std::vector<llvm::Value*> acc = k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 4, vec, dot, a_quad, init);
   ct.store(acc);
 }
 
