@@ -83,6 +83,7 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
   passes::LoweringOptions lo;
   lo.vmem_limit_bytes = options.compiler_params.vmem_limit_bytes.value_or(lo.vmem_limit_bytes);
   lo.call_site = exe.key.loc;
+  lo.outputs_in_place = !interpreted;  // the interpreter keeps its output block copies and their checks
   exe.lowered = passes::lower(traced, lo);
   if (options.debug)
     std::fprintf(stderr, "// ---- %s: traced ----\n%s// ---- lowered ----\n%s", title.c_str(), ir::print(traced).c_str(),

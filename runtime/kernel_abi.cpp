@@ -183,6 +183,7 @@ int32_t block_copy(CoreContext* core, int32_t op, bool fetch, std::byte* array, 
   for (size_t d = 0; d < rank; ++d) starts[d] = starts32[d];
   const std::span<const int64_t> at(starts, rank), strides(array_strides, rank);
   if (!fetch) check_revisit(*core, attr, at);
+  if (!block) return 0;  // an output block written in place: recorded for the revisit check, nothing to move
   if (!sem) {
     move_block(fetch, array, array_type.shape, strides, block, block_type.shape, at, array_type.dtype,
                core->zero_uninitialized, attr.name);

@@ -5,6 +5,7 @@
 
 #include "jit/ir/printer.h"
 #include "jit/llvm/codegen_state.h"
+#include "jit/lowering/expand_pipelines.h"
 
 namespace tessera::jit::cg {
 
@@ -108,10 +109,13 @@ void Emitter::emit_block_copy(ir::OpId id) {
   const ir::BlockCopyOperands operands = ir::block_copy_operands(fn_, op);
   const bool fetch = operands.fetch;
   const RefCg& array = ref(operands.array);
+  // An output block written in place is "written back" from a view of the array onto itself: the
+  // runtime then records the block for the revisit check and moves nothing (a null block).
+  const bool in_place = passes::writes_back_in_place(fn_, op);
   const RefCg& block = ref(operands.block);
-  if (block.strides != row_major(block.shape))
+  if (!in_place && block.strides != row_major(block.shape))
     throw InternalError("codegen", "a pipeline block buffer must be contiguous", ir::print_op(fn_, id));
-  flush_readers(fetch ? block.root : array.root);
+  if (!in_place) flush_readers(fetch ? block.root : array.root);
   const size_t rank = array.shape.size();
   llvm::Value* starts = entry_alloca(b_.getInt32Ty(), std::max<int64_t>(1, static_cast<int64_t>(rank)));
   for (size_t i = 0; i < rank; ++i)
@@ -120,7 +124,8 @@ void Emitter::emit_block_copy(ir::OpId id) {
   llvm::Value* opid = b_.getInt32(static_cast<int32_t>(id));
   llvm::Value* strides = i64_array(array.strides);
   check(fetch ? b_.CreateCall(rt_fetch_, {core_, opid, array.base, strides, block.base, starts, sem})
-              : b_.CreateCall(rt_writeback_, {core_, opid, block.base, array.base, strides, starts, sem}));
+              : b_.CreateCall(rt_writeback_, {core_, opid, in_place ? llvm::ConstantPointerNull::get(b_.getPtrTy()) : block.base,
+                                              array.base, strides, starts, sem}));
   used(op);
 }
 

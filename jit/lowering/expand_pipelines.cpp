@@ -63,7 +63,8 @@ struct GridContext {
 struct Plan {
   enum class Kind {
     Whole,    // unwindowed: the array itself
-    InPlace,  // a read-only input read where it lies (block_view)
+    InPlace,  // a block used where it lies in the array (block_view): a read-only input, or an output
+              // whose copy nothing could observe
     Single,   // one block buffer, copied synchronously
     Ring,     // `count` block buffers with a DMA semaphore each, copied ahead asynchronously
   };
@@ -77,8 +78,11 @@ struct Plan {
 
 class Expander {
  public:
-  explicit Expander(const Function& src)
-      : src_(src), dst_(out_, src.name), rw_(src, dst_, [this](Rewriter&, OpId id) { return hook(id); }) {}
+  Expander(const Function& src, bool outputs_in_place)
+      : src_(src),
+        outputs_in_place_(outputs_in_place),
+        dst_(out_, src.name),
+        rw_(src, dst_, [this](Rewriter&, OpId id) { return hook(id); }) {}
 
   Function run() {
     rw_.clone_params();
@@ -264,6 +268,16 @@ class Expander {
           continue;
         }
       }
+      // An output block of the kernel's own grid is written where it lies when no copy could be
+      // told from none (docs/design.md §4.4): its blocks tile the array, so no write falls past an
+      // edge to be dropped; it is no alias of an input, so no fetch reads the array while a block is
+      // half written; and nothing but the body reaches the kernel's output array, so none sees it
+      // before its write-back. Blocks revisited consecutively stay where they are, as a buffer does.
+      if (outputs_in_place_ && po.is_output && !po.aliased && pa.id == 0 && po.space == MemorySpace::VMEM &&
+          divides(at.shape, po)) {
+        p.kind = Plan::Kind::InPlace;
+        continue;
+      }
       if (po.buffers <= 1) {
         p.kind = Plan::Kind::Single;
         p.buffer = b().create_value(OpKind::Alloc, {}, Type::ref(at.dtype, po.block, po.space),
@@ -383,6 +397,7 @@ class Expander {
       const ValueId first = binop(OpKind::Eq, t, lo);
       std::vector<ValueId> next;
       std::vector<ValueId> body_args = fixed_args;
+      std::vector<ValueId> in_place(n, kNone);  // the block_view of each in-place operand
       size_t at = 0;
       auto take = [&](size_t count) {
         std::vector<ValueId> v(carried.begin() + at, carried.begin() + at + count);
@@ -394,18 +409,18 @@ class Expander {
         const Plan& p = plans[k];
         const size_t rank = po.block.size();
         if (!po.windowed) continue;
-        if (po.is_output) {
+        if (p.kind == Plan::Kind::InPlace) {
+          std::vector<ValueId> operands{p.array};
+          for (ValueId s : starts(block_indices(p, t, pa.grid), po)) operands.push_back(s);
+          const Type& at_t = b().type(p.array);
+          in_place[k] = b().create_value(OpKind::BlockView, operands, Type::ref(at_t.dtype, po.block, po.space),
+                                         copy_attr(pa, k), blame(po));
+          body_args[k] = squeeze(in_place[k], po);
+        } else if (po.is_output) {
           if (p.kind == Plan::Kind::Ring) {
             body_args[k] = squeeze(ring_block(p, carried[at]), po);  // its slot; the state is used below
             at += 2;
           }
-        } else if (p.kind == Plan::Kind::InPlace) {
-          std::vector<ValueId> operands{p.array};
-          for (ValueId s : starts(block_indices(p, t, pa.grid), po)) operands.push_back(s);
-          const Type& at_t = b().type(p.array);
-          ValueId block = b().create_value(OpKind::BlockView, operands, Type::ref(at_t.dtype, po.block, po.space),
-                                           copy_attr(pa, k), blame(po));
-          body_args[k] = squeeze(block, po);
         } else if (p.kind == Plan::Kind::Single) {
           std::vector<ValueId> bi = block_indices(p, t, pa.grid);
           std::vector<ValueId> prev = take(rank);
@@ -458,9 +473,10 @@ class Expander {
           std::vector<ValueId> bo = block_indices(p, t, pa.grid);
           std::vector<ValueId> bn = block_indices(p, clamped, pa.grid);
           const ValueId changes = any_differs(bo, bn, last);
-          if (p.kind == Plan::Kind::Single) {
+          if (p.kind == Plan::Kind::Single || p.kind == Plan::Kind::InPlace) {
+            // An in-place block is "written back" from itself: nothing moves, the revisit check runs.
             when(changes, [&] {
-              std::vector<ValueId> operands{p.buffer, p.array};
+              std::vector<ValueId> operands{p.kind == Plan::Kind::InPlace ? in_place[k] : p.buffer, p.array};
               for (ValueId s : starts(bo, po)) operands.push_back(s);
               b().create(OpKind::WritebackBlock, operands, {}, copy_attr(pa, k), blame(po));
             });
@@ -506,6 +522,7 @@ class Expander {
   }
 
   const Function& src_;
+  const bool outputs_in_place_;
   Function out_;
   Builder dst_;
   Rewriter rw_;
@@ -515,6 +532,13 @@ class Expander {
 
 }  // namespace
 
-Function expand_pipelines(const Function& fn) { return Expander(fn).run(); }
+Function expand_pipelines(const Function& fn, bool outputs_in_place) { return Expander(fn, outputs_in_place).run(); }
+
+bool writes_back_in_place(const Function& fn, const Op& op) {
+  if (op.kind != OpKind::WritebackBlock) return false;
+  const BlockCopyOperands operands = block_copy_operands(fn, op);
+  const Op* block = fn.def(operands.block);
+  return block && block->kind == OpKind::BlockView && window_operands(*block).ref == operands.array;
+}
 
 }  // namespace tessera::passes

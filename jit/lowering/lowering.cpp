@@ -28,7 +28,8 @@ struct Pass {
 const std::vector<Pass>& passes() {
   static const std::vector<Pass> list = {
       {"canonicalize", [](const Function& f, const LoweringOptions&) { return canonicalize(f); }},
-      {"expand_pipelines", [](const Function& f, const LoweringOptions&) { return expand_pipelines(f); }},
+      {"expand_pipelines",
+       [](const Function& f, const LoweringOptions& o) { return expand_pipelines(f, o.outputs_in_place); }},
       {"canonicalize", [](const Function& f, const LoweringOptions&) { return canonicalize(f); }},
       {"fuse_dot_accumulate", [](const Function& f, const LoweringOptions&) { return fuse_dot_accumulate(f); }},
       {"check_vmem_budget",

@@ -21,6 +21,9 @@ namespace tessera::passes {
 struct LoweringOptions {
   int64_t vmem_limit_bytes = int64_t{64} << 20;
   SourceLoc call_site;  // where the kernel's pallas_call was written: blamed for budget errors
+  // Whether output blocks that nothing can tell apart from copies are written where they lie in
+  // the output array (docs/design.md §4.4). Compiled code does; the interpreter keeps its copies.
+  bool outputs_in_place = true;
 };
 
 // The names of the passes, in order ("canonicalize" appears twice).

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "jit/lowering/expand_pipelines.h"
+
 namespace tessera::passes {
 
 using namespace ir;
@@ -16,9 +18,17 @@ struct Allocation {
   SourceLoc loc;
 };
 
+// The VMEM buffers, and the output blocks written in place: compiled code writes those where they lie
+// in the output array, the interpreter copies them through a buffer, and both must accept the same
+// kernels (docs/design.md §4.4, 7), so such a block counts as the buffer it stands for.
 std::vector<Allocation> vmem_allocations(const Function& fn) {
   std::vector<Allocation> out;
   for (const Op& op : fn.ops) {
+    if (writes_back_in_place(fn, op)) {
+      const Type& t = fn.type(op.operands[0]);
+      out.push_back({std::get<BlockCopyAttr>(op.attr).name + " block", t, t.num_elements() * dtype_size(t.dtype), op.loc});
+      continue;
+    }
     if (op.kind != OpKind::Alloc) continue;
     const Type& t = fn.type(op.results[0]);
     if (t.space != MemorySpace::VMEM) continue;
