@@ -157,6 +157,10 @@ class Emitter {
   void view(ir::OpId id);
   void load(const ir::Op& op);
   void store(ir::OpId id);
+  // Whether a store into `r` writes a large output array best written past the caches, and that
+  // store, one line-wide non-temporal vector at a time (codegen_memory.cpp says when and why).
+  bool streams_past_caches(const RefCg& r) const;
+  void store_streaming(const RefCg& r, ValueId value, const std::function<void(const Index&)>& store_at);
   void emit_block_copy(ir::OpId id);
   void emit_block_view(ir::OpId id);
 
