@@ -2,6 +2,7 @@
 // pipelines. Loads stay lazy; a store runs the loop nest of the value it writes, after computing the
 // pending tensors that read the memory it overwrites.
 #include <fmt/format.h>
+#include <llvm/IR/IntrinsicsX86.h>
 
 #include "jit/ir/printer.h"
 #include "jit/llvm/codegen_state.h"
@@ -195,6 +196,9 @@ void Emitter::store_streaming(const RefCg& r, ValueId value, const std::function
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
   });
+  // Non-temporal stores are weakly ordered: fence them before anything that follows (another
+  // thread's read of the output after the launch, a write-back's bookkeeping) may rely on them.
+  b_.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
 }
 
 void Emitter::emit_block_copy(ir::OpId id) {

@@ -47,19 +47,7 @@ std::string compare_backends(Make make, const std::vector<pl::Array>& args) {
 TEST_SUITE("dsl") {
   TEST_CASE("in-place outputs: accumulation over an arbitrary dim, rows split over threads") {
     // o[i] = 2 * sum_k x[i, k-block]: the output block stays while k runs, and accumulates in place.
-    auto make = [](const pl::CallOptions& backend) {
-      pl::CallOptions options = backend;
-      options.compiler_params.dimension_semantics = {pl::parallel, pl::arbitrary};
-      return pl::pallas_call(
-          [](pl::Ref x, pl::Ref o) {
-            pl::when(pl::program_id(1) == 0, [&] { o() = pl::zeros_like(o); });
-            o() += x() * 2.0f;
-          },
-          pl::GridSpec{.grid = {4, 3},
-                       .in_specs = {pl::BlockSpec({8, 16}, [](pl::Value i, pl::Value k) { return pl::idx(i, k); })},
-                       .out_specs = {pl::BlockSpec({8, 16}, [](pl::Value i, pl::Value) { return pl::idx(i, 0); })}},
-          std::vector<pl::ShapeDtype>{pl::ShapeDtype({32, 16}, pl::f32)}, options);
-    };
+    auto make = [](const pl::CallOptions& backend) { return testing::accumulate_over_k(8, 16, 4, 3, backend); };
     const pl::Array x = pl::Array::arange(32 * 48, pl::f32).reshape({32, 48});
     const std::string lowered = compare_backends(make, {x});
     CHECK(in_place(lowered, 0));

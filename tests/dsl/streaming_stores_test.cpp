@@ -56,6 +56,21 @@ TEST_SUITE("jit") {
     pl::set_num_threads(0);
   }
 
+  TEST_CASE("streaming stores: a block revisited over an arbitrary dim accumulates what the last visit streamed") {
+    // o = 2 * sum over k of x's blocks, o 16 MiB: every visit reads the block the previous one wrote
+    // with non-temporal stores.
+    auto make = [](const pl::CallOptions& backend) { return testing::accumulate_over_k(64, 1024, 64, 3, backend); };
+    const pl::Array x = pl::Array::random_normal({4096, 3072}, pl::f32, 8);
+    const std::vector<pl::Array> want = make(testing::interpret())(x);
+    for (int threads : {1, 2}) {
+      INFO(threads << " threads");
+      pl::set_num_threads(threads);
+      CHECK(pl::allclose(make({})(x)[0], want[0], 0, 0));
+    }
+    pl::set_num_threads(0);
+    CHECK(count(jit::disassemble(jit::compile_object(make({}).lowered({x}), "avx512")), "vmovntps", "zmmword ptr") > 0);
+  }
+
   TEST_CASE("streaming stores: rows that do not start on a cache line take regular stores, with the same results") {
     // The kernel writes columns [1, 1009) of a 16 MiB output: every row starts 4 bytes past a line.
     auto kernel = [](pl::Ref x, pl::Ref o) {

@@ -46,6 +46,22 @@ inline pl::CallOptions with_backend(pl::CallOptions options, const pl::CallOptio
   return options;
 }
 
+// o = 2 * the sum over k of x's blocks (i, k), on a grid (row_blocks, k_blocks) of br x bc blocks:
+// output block (i, 0) stays while the arbitrary axis k runs and accumulates; the rows are parallel.
+inline auto accumulate_over_k(int64_t br, int64_t bc, int64_t row_blocks, int64_t k_blocks, const pl::CallOptions& backend) {
+  pl::CallOptions options = backend;
+  options.compiler_params.dimension_semantics = {pl::parallel, pl::arbitrary};
+  return pl::pallas_call(
+      [](pl::Ref x, pl::Ref o) {
+        pl::when(pl::program_id(1) == 0, [&] { o() = pl::zeros_like(o); });
+        o() += x() * 2.0f;
+      },
+      pl::GridSpec{.grid = {row_blocks, k_blocks},
+                   .in_specs = {pl::BlockSpec({br, bc}, [](pl::Value i, pl::Value k) { return pl::idx(i, k); })},
+                   .out_specs = {pl::BlockSpec({br, bc}, [](pl::Value i, pl::Value) { return pl::idx(i, 0); })}},
+      std::vector<pl::ShapeDtype>{pl::ShapeDtype({br * row_blocks, bc}, pl::f32)}, options);
+}
+
 // A kernel that talks to other devices, as a function over the whole array that runs it at every
 // device of `mesh` on that device's shard (`spec` for the input and the output alike). Its one input
 // and one output stay in HBM (pl::ANY), where remote copies reach them; `scratch` is usually
