@@ -1,6 +1,7 @@
 // Memory: allocations, ref views, loads and stores, and the block copies and block views of expanded
 // pipelines. Loads stay lazy; a store runs the loop nest of the value it writes, after computing the
-// pending tensors that read the memory it overwrites.
+// pending tensors that read the memory it overwrites; a store into a large output array streams
+// past the caches (store_streaming). An output block written in place is written back as nothing.
 #include <fmt/format.h>
 #include <llvm/IR/IntrinsicsX86.h>
 
