@@ -1,6 +1,7 @@
 #include "dsl/program.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <set>
@@ -9,6 +10,7 @@
 #include "jit/llvm/compiler.h"
 #include "jit/lowering/lowering.h"
 #include "runtime/config.h"
+#include "runtime/differential.h"
 #include "runtime/interpreter/interpreter.h"
 
 namespace tessera::detail {
@@ -24,6 +26,7 @@ CallBase::CallBase(std::string_view api, CallOptions& options) {
   name_ = options.name;
   title_ = fmt::format("{} `{}`", api, name_);
   interpreted_ = runs_interpreted(options);
+  checks_ = !interpreted_ && (options.check_against_interpreter || config::check_against_interpreter());
 }
 
 void CallBase::fail(std::string what, std::string given, std::string fix, SourceLoc loc) const {
@@ -102,6 +105,33 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
     std::shared_ptr<const jit::CompiledKernel> kernel = jit::compile(exe.lowered, options.compiler_params.target, exe.key.loc);
     const rt::KernelEntry entry = kernel->entry();
     exe.backend = std::make_unique<rt::CompiledCode>(entry, std::move(kernel));
+  }
+}
+
+void compare_with_interpreter(std::span<const Array> compiled, std::span<const Array> interpreted,
+                              const rt::BlockWriteLog* writes, int num_inputs, std::optional<rt::Tolerance> tolerance,
+                              const std::string& title, SourceLoc loc) {
+  for (size_t o = 0; o < compiled.size(); ++o) {
+    const std::optional<rt::Mismatch> m = rt::first_mismatch(compiled[o], interpreted[o], tolerance);
+    if (!m) continue;
+    const std::string output = fmt::format("output {}", o);
+    const rt::BlockWrite* w = writes ? writes->last_holding(num_inputs + static_cast<int64_t>(o), m->index) : nullptr;
+    std::string block =
+        w ? fmt::format("written back by {} (block at element offset ({}), shape ({}))", w->point.str(),
+                        fmt::join(w->starts, ", "), fmt::join(w->shape, ", "))
+          : writes ? "no block write-back of the grid holds it (an output in ANY/HBM space is written by copies)"
+                   : "the kernel has no grid";
+    if (m->interpreted_is_poison)
+      block += "; the interpreted value is the poison of memory nobody wrote: no step of the kernel wrote this "
+               "element, so the compiled value is whatever the memory held";
+    throw MismatchError(
+        fmt::format("{}: {} differs between compiled code and the interpreter at index ({})\n"
+                    "  compiled:    {}\n  interpreted: {}\n"
+                    "  tolerance:   |difference| <= {:g} + {:g} * |interpreted|; {} of {} elements differ\n"
+                    "  block:       {}\n  at:          {}",
+                    title, output, fmt::join(m->index, ", "), m->compiled, m->interpreted, m->tolerance.atol,
+                    m->tolerance.rtol, m->count, compiled[o].size(), block, loc.str()),
+        output, m->index, m->compiled, m->interpreted, w ? std::optional(w->point) : std::nullopt, loc);
   }
 }
 

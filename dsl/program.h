@@ -26,6 +26,8 @@ namespace tessera::detail {
 struct Program {
   ir::Function traced;
   std::shared_ptr<const rt::Executable> exe;
+  // Differential mode: the same kernel in the interpreter, run after `exe` to check its outputs.
+  std::shared_ptr<const rt::Executable> reference;
 };
 
 // Throws the caller's UserError ("pallas_call `k`: what", given, fix, at).
@@ -43,6 +45,9 @@ void check_aliases(const std::map<int, int>& aliases, std::span<const Array> arg
 class CallBase {
  public:
   bool interpreted() const { return interpreted_; }
+  // Differential mode: compiled, and asked to check against the interpreter (by its options or
+  // TESSERA_CHECK_AGAINST_INTERPRETER as the call is made).
+  bool checks_against_interpreter() const { return checks_; }
 
  protected:
   CallBase(std::string_view api, CallOptions& options);
@@ -59,7 +64,17 @@ class CallBase {
  private:
   std::string title_;
   bool interpreted_ = false;
+  bool checks_ = false;
 };
+
+// Differential mode: compares the outputs of a compiled run with those of the interpreted run of the
+// same call, and throws MismatchError for the first output that differs beyond `tolerance` (unset:
+// each dtype's default). `writes`: the blocks the interpreted run wrote back (null when it has no
+// grid), to name the grid point that wrote the differing element; `num_inputs`: the grid pipeline's
+// inputs before its outputs (scalar-prefetch operands excluded).
+void compare_with_interpreter(std::span<const Array> compiled, std::span<const Array> interpreted,
+                              const rt::BlockWriteLog* writes, int num_inputs, std::optional<rt::Tolerance> tolerance,
+                              const std::string& title, SourceLoc loc);
 
 // Allocates scratch buffer `k` in the kernel being traced: each core's own, named "scratch k".
 Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k);

@@ -31,6 +31,7 @@
 #include "dsl/ref.h"
 #include "dsl/signature.h"
 #include "dsl/value.h"
+#include "runtime/differential.h"
 
 namespace tessera {
 
@@ -259,6 +260,10 @@ struct InterpretParams {
   uint64_t random_seed = 0;
 };
 
+// How closely differential mode's compiled and interpreted outputs must agree: finite values within
+// atol + rtol * |interpreted|; NaN matches NaN, an infinity the same infinity.
+using Tolerance = rt::Tolerance;
+
 // pl.CostEstimate: carried with the call for tools that schedule around it.
 struct CostEstimate {
   int64_t flops = 0;
@@ -276,6 +281,11 @@ struct CallOptions {
   std::optional<CostEstimate> cost_estimate;
   std::string name;
   bool debug = false;  // print the traced and lowered IR when compiling
+  // Differential mode: a compiled call also runs in the interpreter and throws tessera::MismatchError
+  // when an output differs beyond `check_tolerance` (unset: the dtype's default, docs/design.md
+  // §4.14). TESSERA_CHECK_AGAINST_INTERPRETER=1 turns it on for every call. No effect on interpreted calls.
+  bool check_against_interpreter = false;
+  std::optional<Tolerance> check_tolerance;
 };
 
 struct ShapeDtype {

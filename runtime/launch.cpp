@@ -56,6 +56,18 @@ std::string block_key(int64_t operand, std::span<const int64_t> starts) {
 }
 }  // namespace
 
+const BlockWrite* BlockWriteLog::last_holding(int64_t operand, std::span<const int64_t> index) const {
+  std::lock_guard lock(mutex_);
+  for (auto w = writes_.rbegin(); w != writes_.rend(); ++w) {
+    if (w->operand != operand || w->starts.size() != index.size()) continue;
+    bool inside = true;
+    for (size_t d = 0; d < index.size() && inside; ++d)
+      inside = index[d] >= w->starts[d] && index[d] < w->starts[d] + w->shape[d];
+    if (inside) return &*w;
+  }
+  return nullptr;
+}
+
 bool Launch::record_writeback(int64_t operand, std::span<const int64_t> starts) {
   std::string key = block_key(operand, starts);
   std::lock_guard lock(mutex_);
@@ -248,9 +260,10 @@ std::shared_ptr<LaunchGroup> join_collective(const Executable& exe, DeviceContex
 
 }  // namespace
 
-std::vector<Array> launch(const Executable& exe, std::span<const Array> args) {
+std::vector<Array> launch(const Executable& exe, std::span<const Array> args, BlockWriteLog* block_writes) {
   DeviceContext* device = current_device();
   Launch launch(device ? static_cast<int>(device->logical) : 0, exe.name());
+  launch.block_writes = block_writes;
   const bool checked = exe.backend->checked();
   // A checked backend simulates its cores; compiled code runs one core per thread, and on a mesh
   // the threads are shared by its devices.

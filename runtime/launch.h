@@ -49,6 +49,30 @@ std::vector<int64_t> grid_point_of(const std::vector<int64_t>& grid, int64_t ste
 // Thrown inside a core whose launch was cancelled by another core's failure; never escapes run_cores.
 struct Cancelled {};
 
+// A block of the kernel's grid pipeline written back to its array: which operand, where, and the
+// grid point and core that wrote it. Differential mode asks the interpreted run for these to say
+// which grid point's block holds an element that differs.
+struct BlockWrite {
+  int64_t operand = 0;  // index among the pipeline's operands (inputs, then outputs)
+  std::vector<int64_t> starts;
+  Shape shape;
+  ExecutionPoint point;
+};
+
+class BlockWriteLog {
+ public:
+  void add(BlockWrite w) {
+    std::lock_guard lock(mutex_);
+    writes_.push_back(std::move(w));
+  }
+  // The last write of `operand` whose block holds element `index`; null when none does.
+  const BlockWrite* last_holding(int64_t operand, std::span<const int64_t> index) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<BlockWrite> writes_;
+};
+
 // State shared by the cores of one launch.
 class Launch {
  public:
@@ -63,6 +87,9 @@ class Launch {
   // Records that block `starts` of pipeline operand `operand` was written back. Returns false when
   // it already was in this launch: a non-consecutive revisit.
   bool record_writeback(int64_t operand, std::span<const int64_t> starts);
+
+  // Where the backend reports the blocks it writes back, when someone asked (else null).
+  BlockWriteLog* block_writes = nullptr;
 
  private:
   int device_;
@@ -159,7 +186,8 @@ struct Executable;
 // scalar-prefetch operands, then the inputs. A kernel that communicates joins the collective launch
 // of every device of the shard_map (the caller checked that there is one). Throws the failure of the
 // lowest failing core.
-std::vector<Array> launch(const Executable& exe, std::span<const Array> args);
+// `block_writes`: where to log the blocks written back (checked backends log them).
+std::vector<Array> launch(const Executable& exe, std::span<const Array> args, BlockWriteLog* block_writes = nullptr);
 
 // One participant of launch_together: a point of a mesh running `exe` once, as one core.
 struct Participant {

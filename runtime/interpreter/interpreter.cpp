@@ -308,6 +308,8 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       for (ir::ValueId s : operands.starts) starts.push_back(as_int(val(s)));
       const bool fetch = operands.fetch;
       if (!fetch) check_revisit(frame.ctx, attr, starts);
+      if (BlockWriteLog* log = frame.ctx.launch.block_writes; log && !fetch && attr.pipeline == 0)
+        log->add({attr.operand, starts, src.shape, frame.ctx.point});
       const bool zero = options_.zero_uninitialized;
       auto move = [fetch, src, dst, starts, zero, name = attr.name] {
         if (fetch) fetch_block(src, dst, starts, zero, name);
