@@ -177,8 +177,10 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       const Type& t = result_type();
       Buffer& buffer = *frame.storage.at(static_cast<ir::OpId>(&op - fn_.ops.data()));
       // The kernel's own allocations are fresh from its start (and other devices may have written them
-      // since); a nested region's start afresh each time the region runs.
-      if (op.parent != fn_.body) fill_poison(RefView::whole(buffer), options_.zero_uninitialized || is_semaphore(t.dtype));
+      // since); a nested region's memory is poisoned afresh each time the region runs. Its semaphores
+      // are not reset: they were zero when the region last ended (or it would have failed), and a
+      // signal from another device may already have arrived for this run (docs/design.md §4.9).
+      if (op.parent != fn_.body && !is_semaphore(t.dtype)) fill_poison(RefView::whole(buffer), options_.zero_uninitialized);
       if (is_semaphore(t.dtype))
         frame.ctx.dma.add_semaphores(reinterpret_cast<const int64_t*>(buffer.data()), t.num_elements(), t.dtype,
                                      buffer.name, op.parent == fn_.body);
