@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <span>
+#include <unordered_map>
 #include <unordered_set>
 #include <string>
 #include <string_view>
@@ -84,9 +85,9 @@ class Launch {
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
   void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
 
-  // Records that block `starts` of pipeline operand `operand` was written back. Returns false when
-  // it already was in this launch: a non-consecutive revisit.
-  bool record_writeback(int64_t operand, std::span<const int64_t> starts);
+  // Records that block `starts` of pipeline operand `operand` was written back by `by`. Returns who
+  // wrote it back before in this launch (a non-consecutive revisit, or a race between cores), if anyone.
+  std::optional<ExecutionPoint> record_writeback(int64_t operand, std::span<const int64_t> starts, const ExecutionPoint& by);
 
   // Where the backend reports the blocks it writes back, when someone asked (else null).
   BlockWriteLog* block_writes = nullptr;
@@ -96,7 +97,7 @@ class Launch {
   std::string_view name_;
   std::atomic<bool> cancelled_{false};
   std::mutex mutex_;
-  std::unordered_set<std::string> written_;  // operand and starts as raw bytes
+  std::unordered_map<std::string, ExecutionPoint> written_;  // operand and starts as raw bytes -> writer
 };
 
 
