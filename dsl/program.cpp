@@ -95,6 +95,8 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
     rt::InterpretOptions io;
     if (const auto& ip = options.interpret) {
       io.zero_uninitialized = ip->uninitialized_memory == UninitializedMemory::zero;
+      io.skip_floating_point_ops = ip->skip_floating_point_ops;
+      io.grid_point_recorder = ip->grid_point_recorder;
       exe.checked = rt::CheckedCores{ip->num_cores_or_threads,
                                      ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait
                                                                                          : rt::DmaMode::eager,

@@ -258,6 +258,11 @@ struct InterpretParams {
   DmaExecutionMode dma_execution_mode = DmaExecutionMode::eager;
   // Seeds the order in which on_wait completes copies.
   uint64_t random_seed = 0;
+  // Float computations (arithmetic, casts, reductions, dots, shape ops on float values) are skipped
+  // and give +inf, to run a kernel's copies and synchronisation quickly.
+  bool skip_floating_point_ops = false;
+  // Called at the start of every grid step with its grid point and core, one call at a time.
+  std::function<void(std::vector<int64_t> grid_point, int64_t core)> grid_point_recorder;
 };
 
 // How closely differential mode's compiled and interpreted outputs must agree: finite values within
