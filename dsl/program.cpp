@@ -137,4 +137,44 @@ void compare_with_interpreter(std::span<const Array> compiled, std::span<const A
   }
 }
 
+std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const Array> args, uint64_t first_seed,
+                                     int64_t count, int num_inputs, const std::string& title, SourceLoc loc) {
+  auto replay = [](uint64_t seed) {
+    return fmt::format("with InterpretParams{{.dma_execution_mode = pl::DmaExecutionMode::on_wait, "
+                       ".random_seed = {}, .num_schedules = 1}}",
+                       seed);
+  };
+  std::vector<Array> first;
+  for (int64_t s = 0; s < count; ++s) {
+    const uint64_t seed = first_seed + static_cast<uint64_t>(s);
+    rt::BlockWriteLog writes;
+    std::vector<Array> outs;
+    try {
+      outs = rt::launch(exe, args, {.block_writes = &writes, .seed = seed});
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(fmt::format("{}\n  schedule: random_seed={} ({} of {} explored); replay it {}", e.problem(), seed, s + 1,
+                                     count, replay(seed)),
+                         e.where(), e.loc());
+    }
+    if (s == 0) {
+      first = std::move(outs);
+      continue;
+    }
+    for (size_t o = 0; o < outs.size(); ++o) {
+      const std::optional<rt::Mismatch> m = rt::first_mismatch(outs[o], first[o], rt::Tolerance{0, 0});
+      if (!m) continue;
+      const rt::BlockWrite* w = writes.last_holding(num_inputs + static_cast<int64_t>(o), m->index);
+      throw RuntimeError(
+          fmt::format("{}: output {} depends on the schedule: at index ({}) it is {} under random_seed={} but {} under "
+                      "random_seed={} ({} of {} elements differ). The order in which copies complete changed the "
+                      "result: a copy's destination is read or written before the wait that orders it, or two copies "
+                      "write the same memory. Replay it {}",
+                      title, o, fmt::join(m->index, ", "), m->compiled, seed, m->interpreted, first_seed, m->count,
+                      outs[o].size(), replay(seed)),
+          w ? w->point : ExecutionPoint{}, loc);
+    }
+  }
+  return first;
+}
+
 }  // namespace tessera::detail

@@ -85,4 +85,11 @@ Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k);
 void build_executable(rt::Executable& exe, const ir::Function& traced, const CallOptions& options, bool interpreted,
                       const std::string& title);
 
+// Schedule exploration (InterpretParams::num_schedules): launches the interpreted `exe` with the
+// on_wait seeds first_seed, first_seed + 1, ... (`count` of them). A schedule's RuntimeError is
+// rethrown naming its seed; outputs that differ from the first schedule's are a RuntimeError naming
+// both seeds, the element and the grid point whose block holds it. Returns the first schedule's outputs.
+std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const Array> args, uint64_t first_seed,
+                                     int64_t count, int num_inputs, const std::string& title, SourceLoc loc);
+
 }  // namespace tessera::detail

@@ -258,6 +258,11 @@ struct InterpretParams {
   DmaExecutionMode dma_execution_mode = DmaExecutionMode::eager;
   // Seeds the order in which on_wait completes copies.
   uint64_t random_seed = 0;
+  // Schedule exploration: runs the call under this many schedules, seeds random_seed, random_seed + 1,
+  // ... of the on_wait copy order (so it needs dma_execution_mode = on_wait), and fails when one errs
+  // or deadlocks or when two give different outputs, naming the seed: `.random_seed = K,
+  // .num_schedules = 1` replays that schedule. The outputs are those of the first schedule.
+  int64_t num_schedules = 1;
   // Float computations (arithmetic, casts, reductions, dots, shape ops on float values) are skipped
   // and give +inf, to run a kernel's copies and synchronisation quickly.
   bool skip_floating_point_ops = false;

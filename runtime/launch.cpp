@@ -244,7 +244,7 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
                   LaunchGroup* group, Seat seat, uint64_t index, bool dma_worker) {
   const bool checked = exe.backend->checked();
   if (checked) {
-    ctx.dma.configure(exe.checked.dma, exe.checked.seed + index);
+    ctx.dma.configure(exe.checked.dma, ctx.launch.seed.value_or(exe.checked.seed) + index);
   } else {
     ctx.allocations = exe.take_arena();
     if (dma_worker) ctx.dma.configure(DmaMode::worker, 0);
@@ -274,10 +274,11 @@ std::shared_ptr<LaunchGroup> join_collective(const Executable& exe, DeviceContex
 
 }  // namespace
 
-std::vector<Array> launch(const Executable& exe, std::span<const Array> args, BlockWriteLog* block_writes) {
+std::vector<Array> launch(const Executable& exe, std::span<const Array> args, const LaunchOptions& options) {
   DeviceContext* device = current_device();
   Launch launch(device ? static_cast<int>(device->logical) : 0, exe.name());
-  launch.block_writes = block_writes;
+  launch.block_writes = options.block_writes;
+  launch.seed = options.seed;
   const bool checked = exe.backend->checked();
   // A checked backend simulates its cores; compiled code runs one core per thread, and on a mesh
   // the threads are shared by its devices.

@@ -91,6 +91,8 @@ class Launch {
 
   // Where the backend reports the blocks it writes back, when someone asked (else null).
   BlockWriteLog* block_writes = nullptr;
+  // The seed of checked cores' on_wait copy order, when it replaces the executable's.
+  std::optional<uint64_t> seed;
 
  private:
   int device_;
@@ -187,8 +189,12 @@ struct Executable;
 // scalar-prefetch operands, then the inputs. A kernel that communicates joins the collective launch
 // of every device of the shard_map (the caller checked that there is one). Throws the failure of the
 // lowest failing core.
-// `block_writes`: where to log the blocks written back (checked backends log them).
-std::vector<Array> launch(const Executable& exe, std::span<const Array> args, BlockWriteLog* block_writes = nullptr);
+// What a caller may ask of one launch beyond its executable.
+struct LaunchOptions {
+  BlockWriteLog* block_writes = nullptr;  // checked backends log the blocks they write back here
+  std::optional<uint64_t> seed;           // replaces Executable::checked.seed (schedule exploration)
+};
+std::vector<Array> launch(const Executable& exe, std::span<const Array> args, const LaunchOptions& options = {});
 
 // One participant of launch_together: a point of a mesh running `exe` once, as one core.
 struct Participant {
