@@ -37,6 +37,7 @@ bool shared(const ScratchShape& s) {
 struct Programs {
   std::vector<Program> pairs;
   std::vector<rt::Participant> participants;
+  std::vector<rt::Participant> references;  // differential mode: the same participants, interpreted
 };
 
 }  // namespace
@@ -184,20 +185,30 @@ std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, 
   for (size_t p = 0; p < spec_.pairs.size(); ++p) {
     Program& prog = progs->pairs[p];
     prog.traced = trace(p, args);
-    auto exe = std::make_shared<rt::Executable>();
-    exe->key = rt::LaunchKey{name_, std::nullopt, spec_.loc};
-    exe->operands = operands;
-    exe->aliases.assign(spec_.options.input_output_aliases.begin(), spec_.options.input_output_aliases.end());
-    build_executable(*exe, prog.traced, spec_.options, interpreted(), fmt::format("{}, function {}", title(), p));
-    prog.exe = std::move(exe);
+    auto executable = [&](bool interpreted) {
+      auto exe = std::make_shared<rt::Executable>();
+      exe->key = rt::LaunchKey{name_, std::nullopt, spec_.loc};
+      exe->operands = operands;
+      exe->aliases.assign(spec_.options.input_output_aliases.begin(), spec_.options.input_output_aliases.end());
+      build_executable(*exe, prog.traced, spec_.options, interpreted, fmt::format("{}, function {}", title(), p));
+      return exe;
+    };
+    prog.exe = executable(interpreted());
+    if (checks_against_interpreter()) prog.reference = executable(true);
   }
   // Every point of every mesh, in order: participant i is member i of the launch group.
   for (size_t p = 0; p < spec_.pairs.size(); ++p) {
     const MeshKernel& pair = spec_.pairs[p];
-    for (int64_t point = 0; point < pair.mesh.size(); ++point)
-      progs->participants.push_back(rt::Participant{
-          progs->pairs[p].exe.get(), participant_str(p, point),
-          rt::DeviceContext{meshes_[p], point, pair.mesh.coords(point), nullptr, 0, first_member_[p]}, !pair.of_cores});
+    for (int64_t point = 0; point < pair.mesh.size(); ++point) {
+      rt::Participant participant{progs->pairs[p].exe.get(), participant_str(p, point),
+                                  rt::DeviceContext{meshes_[p], point, pair.mesh.coords(point), nullptr, 0, first_member_[p]},
+                                  !pair.of_cores};
+      if (checks_against_interpreter()) {
+        progs->references.push_back(participant);
+        progs->references.back().exe = progs->pairs[p].reference.get();
+      }
+      progs->participants.push_back(std::move(participant));
+    }
   }
   programs_.emplace(key, progs);
   return progs;
@@ -205,7 +216,11 @@ std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, 
 
 std::vector<Array> MpmdImpl::run(std::span<const Array> args, SourceLoc loc) {
   const std::shared_ptr<const Programs> progs = programs(args, loc);
-  return rt::launch_together(title(), progs->participants, args);
+  std::vector<Array> outs = rt::launch_together(title(), progs->participants, args);
+  if (!progs->references.empty())
+    compare_with_interpreter(outs, rt::launch_together(title(), progs->references, args), nullptr, 0,
+                             spec_.options.check_tolerance, title(), loc);
+  return outs;
 }
 
 bool mpmd_interpreted(const MpmdImpl& call) { return call.interpreted(); }

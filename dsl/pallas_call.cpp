@@ -143,6 +143,15 @@ void CallImpl::validate(std::span<const Array> args, SourceLoc loc) const {
   if (spec_.options.interpret && spec_.options.interpret->num_cores_or_threads < 1)
     fail("InterpretParams::num_cores_or_threads must be >= 1",
          fmt::format("{}", spec_.options.interpret->num_cores_or_threads), "use 1 or more cores", spec_.loc);
+  if (const auto& ip = spec_.options.interpret) {
+    if (ip->num_schedules < 1)
+      fail("InterpretParams::num_schedules must be >= 1", fmt::format("{}", ip->num_schedules),
+           "use 1 to run one schedule, or more to explore several", spec_.loc);
+    if (ip->num_schedules > 1 && ip->dma_execution_mode != DmaExecutionMode::on_wait)
+      fail("InterpretParams::num_schedules explores the order in which copies complete, which eager copies do not have",
+           fmt::format("num_schedules = {} with dma_execution_mode = eager", ip->num_schedules),
+           "set .dma_execution_mode = pl::DmaExecutionMode::on_wait", spec_.loc);
+  }
   check_aliases(spec_.options.input_output_aliases, args, np, spec_.out_shapes, loc);
   for (size_t k = 0; k < spec_.scratch_shapes.size(); ++k)
     check_allocatable(spec_.scratch_shapes[k], fmt::format("scratch {}", k), title());
@@ -226,23 +235,27 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
   validate(args, loc);
   auto p = std::make_shared<Program>();
   p->traced = trace(args);
-  auto exe = std::make_shared<rt::Executable>();
-  exe->key = rt::LaunchKey{name_, spec_.options.compiler_params.collective_id, spec_.loc};
   const int np = spec_.num_scalar_prefetch, ni = num_inputs(args.size()), no = static_cast<int>(spec_.out_shapes.size());
-  for (int k = 0; k < np + ni + no; ++k) {
-    const bool output = k >= np + ni;
-    const ShapeDtype sd = output ? spec_.out_shapes[k - np - ni] : ShapeDtype(args[k].shape(), args[k].dtype());
-    const rt::OperandRole role = k < np ? rt::OperandRole::scalar_prefetch
-                                 : output ? rt::OperandRole::output
-                                          : rt::OperandRole::input;
-    exe->operands.push_back(rt::OperandInfo{operand_name(np, ni, k), role, sd.dtype, sd.shape,
-                                            k < np ? MemorySpace::SMEM : MemorySpace::ANY, spec_.loc});
-  }
-  exe->aliases.assign(spec_.options.input_output_aliases.begin(), spec_.options.input_output_aliases.end());
-  exe->grid = spec_.grid;
-  exe->semantics = semantics();
-  build_executable(*exe, p->traced, spec_.options, interpreted(), title());
-  p->exe = std::move(exe);
+  auto executable = [&](bool interpreted) {
+    auto exe = std::make_shared<rt::Executable>();
+    exe->key = rt::LaunchKey{name_, spec_.options.compiler_params.collective_id, spec_.loc};
+    for (int k = 0; k < np + ni + no; ++k) {
+      const bool output = k >= np + ni;
+      const ShapeDtype sd = output ? spec_.out_shapes[k - np - ni] : ShapeDtype(args[k].shape(), args[k].dtype());
+      const rt::OperandRole role = k < np ? rt::OperandRole::scalar_prefetch
+                                   : output ? rt::OperandRole::output
+                                            : rt::OperandRole::input;
+      exe->operands.push_back(rt::OperandInfo{operand_name(np, ni, k), role, sd.dtype, sd.shape,
+                                              k < np ? MemorySpace::SMEM : MemorySpace::ANY, spec_.loc});
+    }
+    exe->aliases.assign(spec_.options.input_output_aliases.begin(), spec_.options.input_output_aliases.end());
+    exe->grid = spec_.grid;
+    exe->semantics = semantics();
+    build_executable(*exe, p->traced, spec_.options, interpreted, title());
+    return exe;
+  };
+  p->exe = executable(interpreted());
+  if (checks_against_interpreter()) p->reference = executable(true);
   programs_.emplace(key, p);
   return remember(p);
 }
@@ -253,7 +266,15 @@ std::vector<Array> CallImpl::run(std::span<const Array> args, SourceLoc loc) {
     throw UserError(fmt::format("{} talks to other devices but runs outside a mesh", title()),
                     "a kernel with remote copies or signals called outside pl::shard_map",
                     "call it inside pl::shard_map(f, mesh, in_specs, out_specs)", spec_.loc);
-  return rt::launch(*prog->exe, args);
+  if (const auto& ip = spec_.options.interpret; ip && ip->num_schedules > 1)
+    return explore_schedules(*prog->exe, args, ip->random_seed, ip->num_schedules, num_inputs(args.size()), title(), loc);
+  std::vector<Array> outs = rt::launch(*prog->exe, args);
+  if (prog->reference) {
+    rt::BlockWriteLog writes;
+    const std::vector<Array> expected = rt::launch(*prog->reference, args, {.block_writes = &writes});
+    compare_with_interpreter(outs, expected, &writes, num_inputs(args.size()), spec_.options.check_tolerance, title(), loc);
+  }
+  return outs;
 }
 
 const CallOptions& call_options(const CallImpl& call) { return call.options(); }

@@ -1,6 +1,7 @@
 #include "dsl/program.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <set>
@@ -9,6 +10,7 @@
 #include "jit/llvm/compiler.h"
 #include "jit/lowering/lowering.h"
 #include "runtime/config.h"
+#include "runtime/differential.h"
 #include "runtime/interpreter/interpreter.h"
 
 namespace tessera::detail {
@@ -24,6 +26,7 @@ CallBase::CallBase(std::string_view api, CallOptions& options) {
   name_ = options.name;
   title_ = fmt::format("{} `{}`", api, name_);
   interpreted_ = runs_interpreted(options);
+  checks_ = !interpreted_ && (options.check_against_interpreter || config::check_against_interpreter());
 }
 
 void CallBase::fail(std::string what, std::string given, std::string fix, SourceLoc loc) const {
@@ -93,6 +96,8 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
     rt::InterpretOptions io;
     if (const auto& ip = options.interpret) {
       io.zero_uninitialized = ip->uninitialized_memory == UninitializedMemory::zero;
+      io.skip_floating_point_ops = ip->skip_floating_point_ops;
+      io.grid_point_recorder = ip->grid_point_recorder;
       exe.checked = rt::CheckedCores{ip->num_cores_or_threads,
                                      ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait
                                                                                          : rt::DmaMode::eager,
@@ -104,6 +109,73 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
     const rt::KernelEntry entry = kernel->entry();
     exe.backend = std::make_unique<rt::CompiledCode>(entry, std::move(kernel));
   }
+}
+
+void compare_with_interpreter(std::span<const Array> compiled, std::span<const Array> interpreted,
+                              const rt::BlockWriteLog* writes, int num_inputs, std::optional<rt::Tolerance> tolerance,
+                              const std::string& title, SourceLoc loc) {
+  for (size_t o = 0; o < compiled.size(); ++o) {
+    const std::optional<rt::Mismatch> m = rt::first_mismatch(compiled[o], interpreted[o], tolerance);
+    if (!m) continue;
+    const std::string output = fmt::format("output {}", o);
+    const rt::BlockWrite* w = writes ? writes->last_holding(num_inputs + static_cast<int64_t>(o), m->index) : nullptr;
+    std::string block =
+        w ? fmt::format("written back by {} (block at element offset ({}), shape ({}))", w->point.str(),
+                        fmt::join(w->starts, ", "), fmt::join(w->shape, ", "))
+          : writes ? "no block write-back of the grid holds it (an output in ANY/HBM space is written by copies)"
+                   : "the kernel has no grid";
+    if (m->interpreted_is_poison)
+      block += "; the interpreted value is the poison of memory nobody wrote: no step of the kernel wrote this "
+               "element, so the compiled value is whatever the memory held";
+    throw MismatchError(
+        fmt::format("{}: {} differs between compiled code and the interpreter at index ({})\n"
+                    "  compiled:    {}\n  interpreted: {}\n"
+                    "  tolerance:   |difference| <= {:g} + {:g} * |interpreted|; {} of {} elements differ\n"
+                    "  block:       {}\n  at:          {}",
+                    title, output, fmt::join(m->index, ", "), m->compiled, m->interpreted, m->tolerance.atol,
+                    m->tolerance.rtol, m->count, compiled[o].size(), block, loc.str()),
+        output, m->index, m->compiled, m->interpreted, w ? std::optional(w->point) : std::nullopt, loc);
+  }
+}
+
+std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const Array> args, uint64_t first_seed,
+                                     int64_t count, int num_inputs, const std::string& title, SourceLoc loc) {
+  auto replay = [](uint64_t seed) {
+    return fmt::format("with InterpretParams{{.dma_execution_mode = pl::DmaExecutionMode::on_wait, "
+                       ".random_seed = {}, .num_schedules = 1}}",
+                       seed);
+  };
+  std::vector<Array> first;
+  for (int64_t s = 0; s < count; ++s) {
+    const uint64_t seed = first_seed + static_cast<uint64_t>(s);
+    rt::BlockWriteLog writes;
+    std::vector<Array> outs;
+    try {
+      outs = rt::launch(exe, args, {.block_writes = &writes, .seed = seed});
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(fmt::format("{}\n  schedule: random_seed={} ({} of {} explored); replay it {}", e.problem(), seed, s + 1,
+                                     count, replay(seed)),
+                         e.where(), e.loc());
+    }
+    if (s == 0) {
+      first = std::move(outs);
+      continue;
+    }
+    for (size_t o = 0; o < outs.size(); ++o) {
+      const std::optional<rt::Mismatch> m = rt::first_mismatch(outs[o], first[o], rt::Tolerance{0, 0});
+      if (!m) continue;
+      const rt::BlockWrite* w = writes.last_holding(num_inputs + static_cast<int64_t>(o), m->index);
+      throw RuntimeError(
+          fmt::format("{}: output {} depends on the schedule: at index ({}) it is {} under random_seed={} but {} under "
+                      "random_seed={} ({} of {} elements differ). The order in which copies complete changed the "
+                      "result: a copy's destination is read or written before the wait that orders it, or two copies "
+                      "write the same memory. Replay it {}",
+                      title, o, fmt::join(m->index, ", "), m->compiled, seed, m->interpreted, first_seed, m->count,
+                      outs[o].size(), replay(seed)),
+          w ? w->point : ExecutionPoint{}, loc);
+    }
+  }
+  return first;
 }
 
 }  // namespace tessera::detail

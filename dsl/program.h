@@ -26,6 +26,8 @@ namespace tessera::detail {
 struct Program {
   ir::Function traced;
   std::shared_ptr<const rt::Executable> exe;
+  // Differential mode: the same kernel in the interpreter, run after `exe` to check its outputs.
+  std::shared_ptr<const rt::Executable> reference;
 };
 
 // Throws the caller's UserError ("pallas_call `k`: what", given, fix, at).
@@ -43,6 +45,9 @@ void check_aliases(const std::map<int, int>& aliases, std::span<const Array> arg
 class CallBase {
  public:
   bool interpreted() const { return interpreted_; }
+  // Differential mode: compiled, and asked to check against the interpreter (by its options or
+  // TESSERA_CHECK_AGAINST_INTERPRETER as the call is made).
+  bool checks_against_interpreter() const { return checks_; }
 
  protected:
   CallBase(std::string_view api, CallOptions& options);
@@ -59,7 +64,17 @@ class CallBase {
  private:
   std::string title_;
   bool interpreted_ = false;
+  bool checks_ = false;
 };
+
+// Differential mode: compares the outputs of a compiled run with those of the interpreted run of the
+// same call, and throws MismatchError for the first output that differs beyond `tolerance` (unset:
+// each dtype's default). `writes`: the blocks the interpreted run wrote back (null when it has no
+// grid), to name the grid point that wrote the differing element; `num_inputs`: the grid pipeline's
+// inputs before its outputs (scalar-prefetch operands excluded).
+void compare_with_interpreter(std::span<const Array> compiled, std::span<const Array> interpreted,
+                              const rt::BlockWriteLog* writes, int num_inputs, std::optional<rt::Tolerance> tolerance,
+                              const std::string& title, SourceLoc loc);
 
 // Allocates scratch buffer `k` in the kernel being traced: each core's own, named "scratch k".
 Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k);
@@ -69,5 +84,12 @@ Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k);
 // options.interpret; else compiled code). options.debug prints both IRs under `title`.
 void build_executable(rt::Executable& exe, const ir::Function& traced, const CallOptions& options, bool interpreted,
                       const std::string& title);
+
+// Schedule exploration (InterpretParams::num_schedules): launches the interpreted `exe` with the
+// on_wait seeds first_seed, first_seed + 1, ... (`count` of them). A schedule's RuntimeError is
+// rethrown naming its seed; outputs that differ from the first schedule's are a RuntimeError naming
+// both seeds, the element and the grid point whose block holds it. Returns the first schedule's outputs.
+std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const Array> args, uint64_t first_seed,
+                                     int64_t count, int num_inputs, const std::string& title, SourceLoc loc);
 
 }  // namespace tessera::detail

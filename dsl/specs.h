@@ -31,6 +31,7 @@
 #include "dsl/ref.h"
 #include "dsl/signature.h"
 #include "dsl/value.h"
+#include "runtime/differential.h"
 
 namespace tessera {
 
@@ -257,7 +258,21 @@ struct InterpretParams {
   DmaExecutionMode dma_execution_mode = DmaExecutionMode::eager;
   // Seeds the order in which on_wait completes copies.
   uint64_t random_seed = 0;
+  // Schedule exploration: runs the call under this many schedules, seeds random_seed, random_seed + 1,
+  // ... of the on_wait copy order (so it needs dma_execution_mode = on_wait), and fails when one errs
+  // or deadlocks or when two give different outputs, naming the seed: `.random_seed = K,
+  // .num_schedules = 1` replays that schedule. The outputs are those of the first schedule.
+  int64_t num_schedules = 1;
+  // Float computations (arithmetic, casts, reductions, dots, shape ops on float values) are skipped
+  // and give +inf, to run a kernel's copies and synchronisation quickly.
+  bool skip_floating_point_ops = false;
+  // Called at the start of every grid step with its grid point and core, one call at a time.
+  std::function<void(std::vector<int64_t> grid_point, int64_t core)> grid_point_recorder;
 };
+
+// How closely differential mode's compiled and interpreted outputs must agree: finite values within
+// atol + rtol * |interpreted|; NaN matches NaN, an infinity the same infinity.
+using Tolerance = rt::Tolerance;
 
 // pl.CostEstimate: carried with the call for tools that schedule around it.
 struct CostEstimate {
@@ -276,6 +291,11 @@ struct CallOptions {
   std::optional<CostEstimate> cost_estimate;
   std::string name;
   bool debug = false;  // print the traced and lowered IR when compiling
+  // Differential mode: a compiled call also runs in the interpreter and throws tessera::MismatchError
+  // when an output differs beyond `check_tolerance` (unset: the dtype's default, docs/design.md
+  // §4.14). TESSERA_CHECK_AGAINST_INTERPRETER=1 turns it on for every call. No effect on interpreted calls.
+  bool check_against_interpreter = false;
+  std::optional<Tolerance> check_tolerance;
 };
 
 struct ShapeDtype {

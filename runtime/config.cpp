@@ -39,6 +39,10 @@ constexpr std::array<Variable, var_count> table{{
      .doc = "`cache`: say where each compiled kernel came from (memory, disk, compiler) and how long it took"},
     {.var = Var::interpret, .name = "TESSERA_INTERPRET", .kind = Kind::flag, .default_value = "0",
      .doc = "calls made while it is `1` run in the interpreter"},
+    {.var = Var::check_against_interpreter, .name = "TESSERA_CHECK_AGAINST_INTERPRETER", .kind = Kind::flag,
+     .default_value = "0",
+     .doc = "compiled calls made while it is `1` also run in the interpreter and throw `tessera::MismatchError` "
+            "where the outputs differ (`CallOptions::check_against_interpreter`)"},
     {.var = Var::num_threads, .name = "TESSERA_NUM_THREADS", .kind = Kind::integer, .min = 1, .max = 4096,
      .doc = "threads for compiled kernels; unset: one per hardware thread (`pl::set_num_threads` overrides)"},
     {.var = Var::dma, .name = "TESSERA_DMA", .kind = Kind::choice, .default_value = "auto", .choices = dma_values,
@@ -247,6 +251,7 @@ bool time_passes() { return flag(Var::time_passes); }
 bool dump_llvm() { return flag(Var::dump_llvm); }
 bool log_enabled(std::string_view topic) { return listed(Var::log, topic); }
 bool interpret() { return flag(Var::interpret); }
+bool check_against_interpreter() { return flag(Var::check_against_interpreter); }
 std::optional<int> num_threads() {
   std::optional<int64_t> n = integer(Var::num_threads);
   return n ? std::optional<int>(static_cast<int>(*n)) : std::nullopt;

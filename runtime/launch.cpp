@@ -56,10 +56,25 @@ std::string block_key(int64_t operand, std::span<const int64_t> starts) {
 }
 }  // namespace
 
-bool Launch::record_writeback(int64_t operand, std::span<const int64_t> starts) {
+const BlockWrite* BlockWriteLog::last_holding(int64_t operand, std::span<const int64_t> index) const {
+  std::lock_guard lock(mutex_);
+  for (auto w = writes_.rbegin(); w != writes_.rend(); ++w) {
+    if (w->operand != operand || w->starts.size() != index.size()) continue;
+    bool inside = true;
+    for (size_t d = 0; d < index.size() && inside; ++d)
+      inside = index[d] >= w->starts[d] && index[d] < w->starts[d] + w->shape[d];
+    if (inside) return &*w;
+  }
+  return nullptr;
+}
+
+std::optional<ExecutionPoint> Launch::record_writeback(int64_t operand, std::span<const int64_t> starts,
+                                                      const ExecutionPoint& by) {
   std::string key = block_key(operand, starts);
   std::lock_guard lock(mutex_);
-  return written_.insert(std::move(key)).second;
+  auto [it, first] = written_.try_emplace(std::move(key), by);
+  if (first) return std::nullopt;
+  return it->second;
 }
 
 CoreContext::CoreContext(Launch& l, int core, const ir::Function* f, const DeviceContext* d)
@@ -132,9 +147,20 @@ void begin_pipeline(CoreContext& core, int64_t id) { core.nested_writebacks_[id]
 
 void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts) {
   if (attr.aliased) return;
-  const bool first = attr.pipeline == 0 ? core.launch.record_writeback(attr.operand, starts)
-                                        : core.nested_writebacks_[attr.pipeline].insert(block_key(attr.operand, starts)).second;
-  if (first) return;
+  if (attr.pipeline == 0) {
+    const std::optional<ExecutionPoint> earlier = core.launch.record_writeback(attr.operand, starts, core.point);
+    if (!earlier) return;
+    if (earlier->core != core.point.core)
+      throw Fault(fmt::format(
+          "{} is written by two cores: its block at element offset ({}) was written back by core {} at grid point ({}) "
+          "and again by this core. Parallel grid steps that run on different cores write the same block, a race: "
+          "which result remains depends on timing and on the number of cores. Mark the grid dims along which the "
+          "block stays the same `arbitrary` (and make them the innermost ones), or give each parallel step its own "
+          "output block",
+          attr.name, fmt::join(starts, ", "), earlier->core, fmt::join(earlier->grid_point, ", ")));
+  } else if (core.nested_writebacks_[attr.pipeline].insert(block_key(attr.operand, starts)).second) {
+    return;
+  }
   throw Fault(fmt::format(
       "{} is revisited non-consecutively: its block at element offset ({}) is written back a second time, after the "
       "grid moved on to other blocks in between, so the earlier result is overwritten instead of accumulated. Make the "
@@ -218,7 +244,7 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
                   LaunchGroup* group, Seat seat, uint64_t index, bool dma_worker) {
   const bool checked = exe.backend->checked();
   if (checked) {
-    ctx.dma.configure(exe.checked.dma, exe.checked.seed + index);
+    ctx.dma.configure(exe.checked.dma, ctx.launch.seed.value_or(exe.checked.seed) + index);
   } else {
     ctx.allocations = exe.take_arena();
     if (dma_worker) ctx.dma.configure(DmaMode::worker, 0);
@@ -248,9 +274,11 @@ std::shared_ptr<LaunchGroup> join_collective(const Executable& exe, DeviceContex
 
 }  // namespace
 
-std::vector<Array> launch(const Executable& exe, std::span<const Array> args) {
+std::vector<Array> launch(const Executable& exe, std::span<const Array> args, const LaunchOptions& options) {
   DeviceContext* device = current_device();
   Launch launch(device ? static_cast<int>(device->logical) : 0, exe.name());
+  launch.block_writes = options.block_writes;
+  launch.seed = options.seed;
   const bool checked = exe.backend->checked();
   // A checked backend simulates its cores; compiled code runs one core per thread, and on a mesh
   // the threads are shared by its devices.

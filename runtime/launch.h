@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <span>
+#include <unordered_map>
 #include <unordered_set>
 #include <string>
 #include <string_view>
@@ -49,6 +50,30 @@ std::vector<int64_t> grid_point_of(const std::vector<int64_t>& grid, int64_t ste
 // Thrown inside a core whose launch was cancelled by another core's failure; never escapes run_cores.
 struct Cancelled {};
 
+// A block of the kernel's grid pipeline written back to its array: which operand, where, and the
+// grid point and core that wrote it. Differential mode asks the interpreted run for these to say
+// which grid point's block holds an element that differs.
+struct BlockWrite {
+  int64_t operand = 0;  // index among the pipeline's operands (inputs, then outputs)
+  std::vector<int64_t> starts;
+  Shape shape;
+  ExecutionPoint point;
+};
+
+class BlockWriteLog {
+ public:
+  void add(BlockWrite w) {
+    std::lock_guard lock(mutex_);
+    writes_.push_back(std::move(w));
+  }
+  // The last write of `operand` whose block holds element `index`; null when none does.
+  const BlockWrite* last_holding(int64_t operand, std::span<const int64_t> index) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<BlockWrite> writes_;
+};
+
 // State shared by the cores of one launch.
 class Launch {
  public:
@@ -60,16 +85,21 @@ class Launch {
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
   void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
 
-  // Records that block `starts` of pipeline operand `operand` was written back. Returns false when
-  // it already was in this launch: a non-consecutive revisit.
-  bool record_writeback(int64_t operand, std::span<const int64_t> starts);
+  // Records that block `starts` of pipeline operand `operand` was written back by `by`. Returns who
+  // wrote it back before in this launch (a non-consecutive revisit, or a race between cores), if anyone.
+  std::optional<ExecutionPoint> record_writeback(int64_t operand, std::span<const int64_t> starts, const ExecutionPoint& by);
+
+  // Where the backend reports the blocks it writes back, when someone asked (else null).
+  BlockWriteLog* block_writes = nullptr;
+  // The seed of checked cores' on_wait copy order, when it replaces the executable's.
+  std::optional<uint64_t> seed;
 
  private:
   int device_;
   std::string_view name_;
   std::atomic<bool> cancelled_{false};
   std::mutex mutex_;
-  std::unordered_set<std::string> written_;  // operand and starts as raw bytes
+  std::unordered_map<std::string, ExecutionPoint> written_;  // operand and starts as raw bytes -> writer
 };
 
 
@@ -159,7 +189,12 @@ struct Executable;
 // scalar-prefetch operands, then the inputs. A kernel that communicates joins the collective launch
 // of every device of the shard_map (the caller checked that there is one). Throws the failure of the
 // lowest failing core.
-std::vector<Array> launch(const Executable& exe, std::span<const Array> args);
+// What a caller may ask of one launch beyond its executable.
+struct LaunchOptions {
+  BlockWriteLog* block_writes = nullptr;  // checked backends log the blocks they write back here
+  std::optional<uint64_t> seed;           // replaces Executable::checked.seed (schedule exploration)
+};
+std::vector<Array> launch(const Executable& exe, std::span<const Array> args, const LaunchOptions& options = {});
 
 // One participant of launch_together: a point of a mesh running `exe` once, as one core.
 struct Participant {

@@ -43,4 +43,14 @@ RuntimeError::RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc
       where_(std::move(where)),
       loc_(loc) {}
 
+MismatchError::MismatchError(std::string message, std::string output, std::vector<int64_t> index, std::string compiled,
+                             std::string interpreted, std::optional<ExecutionPoint> writer, SourceLoc loc)
+    : Error(std::move(message)),
+      output_(std::move(output)),
+      index_(std::move(index)),
+      compiled_(std::move(compiled)),
+      interpreted_(std::move(interpreted)),
+      writer_(std::move(writer)),
+      loc_(loc) {}
+
 }  // namespace tessera

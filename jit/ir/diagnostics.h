@@ -6,9 +6,11 @@
 //   InternalError a broken invariant inside tessera (a pass produced invalid IR, ...).
 //   RuntimeError  a running kernel failed (bounds, revisits, ...): thrown on the host after the
 //                 launch returns, with the device, core and grid point.
+//   MismatchError differential mode: compiled code and the interpreter disagree on an output.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <source_location>
 #include <stdexcept>
 #include <string>
@@ -83,6 +85,30 @@ class RuntimeError : public Error {
  private:
   std::string what_;
   ExecutionPoint where_;
+  SourceLoc loc_;
+};
+
+// Differential mode (CallOptions::check_against_interpreter): an output of the compiled kernel differs
+// from the interpreter's beyond the tolerance of its dtype. The message names the call and the output,
+// the first differing element's index, both values, the tolerance, how many elements differ, and the
+// grid point whose block holds the element (when a block write-back put it there).
+class MismatchError : public Error {
+ public:
+  MismatchError(std::string message, std::string output, std::vector<int64_t> index, std::string compiled,
+                std::string interpreted, std::optional<ExecutionPoint> writer, SourceLoc loc);
+  const std::string& output() const { return output_; }  // "output 0"
+  const std::vector<int64_t>& index() const { return index_; }
+  const std::string& compiled() const { return compiled_; }
+  const std::string& interpreted() const { return interpreted_; }
+  // The device, core and grid point that wrote back the block holding the element (interpreted run).
+  const std::optional<ExecutionPoint>& writer() const { return writer_; }
+  SourceLoc loc() const { return loc_; }
+
+ private:
+  std::string output_;
+  std::vector<int64_t> index_;
+  std::string compiled_, interpreted_;
+  std::optional<ExecutionPoint> writer_;
   SourceLoc loc_;
 };
 

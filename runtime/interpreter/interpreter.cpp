@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -38,9 +39,30 @@ std::pair<const std::byte*, const std::byte*> extent(const RefView& r) {
   return {lo, lo + window_extent(r.shape, r.strides, es)};
 }
 
+// An op InterpretOptions::skip_floating_point_ops skips: one that computes a float value from values
+// (not a constant, a load or anything touching memory).
+bool computes_float(const ir::Op& op, const ir::Function& fn) {
+  if (op.results.size() != 1 || !is_float(fn.type(op.results[0]).dtype)) return false;
+  switch (op.kind) {
+    TESSERA_ARITHMETIC_OPS(TESSERA_OP_CASE)
+    TESSERA_UNARY_OPS(TESSERA_OP_CASE)
+    case OpKind::Cast:
+    case OpKind::Select:
+    case OpKind::Iota:
+    case OpKind::BroadcastTo:
+    case OpKind::Reshape:
+    case OpKind::Transpose:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin:
+    case OpKind::DotGeneral: return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
-Interpreter::Interpreter(const ir::Function& fn, InterpretOptions options) : fn_(fn), options_(options) {}
+Interpreter::Interpreter(const ir::Function& fn, InterpretOptions options) : fn_(fn), options_(std::move(options)) {}
 
 void Interpreter::run_core(CoreContext& ctx, const OperandMemory& operands, StepRange steps) const {
   std::vector<Value> params;
@@ -135,6 +157,10 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
   auto set = [&](Value v) { env[op.results[0]] = std::move(v); };
   auto result_type = [&]() -> const Type& { return fn_.type(op.results[0]); };
 
+  if (options_.skip_floating_point_ops && computes_float(op, fn_)) {
+    set(Array::full(result_type().shape, std::numeric_limits<double>::infinity(), result_type().dtype));
+    return;
+  }
   switch (op.kind) {
     case OpKind::Constant:
       set(splat(std::get<ir::Literal>(op.attr), result_type().dtype, result_type().shape));
@@ -177,8 +203,10 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       const Type& t = result_type();
       Buffer& buffer = *frame.storage.at(static_cast<ir::OpId>(&op - fn_.ops.data()));
       // The kernel's own allocations are fresh from its start (and other devices may have written them
-      // since); a nested region's start afresh each time the region runs.
-      if (op.parent != fn_.body) fill_poison(RefView::whole(buffer), options_.zero_uninitialized || is_semaphore(t.dtype));
+      // since); a nested region's memory is poisoned afresh each time the region runs. Its semaphores
+      // are not reset: they were zero when the region last ended (or it would have failed), and a
+      // signal from another device may already have arrived for this run (docs/design.md §4.9).
+      if (op.parent != fn_.body && !is_semaphore(t.dtype)) fill_poison(RefView::whole(buffer), options_.zero_uninitialized);
       if (is_semaphore(t.dtype))
         frame.ctx.dma.add_semaphores(reinterpret_cast<const int64_t*>(buffer.data()), t.num_elements(), t.dtype,
                                      buffer.name, op.parent == fn_.body);
@@ -295,7 +323,13 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       if (!nested) frame.ctx.point.inner_point.clear();
       point.resize(op.operands.size());
       for (size_t i = 0; i < op.operands.size(); ++i) point[i] = as_int(in(i));
-      if (!nested) enter_grid_step(frame.ctx);
+      if (!nested) {
+        enter_grid_step(frame.ctx);
+        if (options_.grid_point_recorder) {
+          std::lock_guard lock(recorder_mutex_);
+          options_.grid_point_recorder(point, frame.ctx.point.core);
+        }
+      }
       return;
     }
     case OpKind::FetchBlock:
@@ -308,6 +342,8 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       for (ir::ValueId s : operands.starts) starts.push_back(as_int(val(s)));
       const bool fetch = operands.fetch;
       if (!fetch) check_revisit(frame.ctx, attr, starts);
+      if (BlockWriteLog* log = frame.ctx.launch.block_writes; log && !fetch && attr.pipeline == 0)
+        log->add({attr.operand, starts, src.shape, frame.ctx.point});
       const bool zero = options_.zero_uninitialized;
       auto move = [fetch, src, dst, starts, zero, name = attr.name] {
         if (fetch) fetch_block(src, dst, starts, zero, name);

@@ -8,6 +8,8 @@
 // Function of an Executable; the launch (runtime/launch.h) hands it each core's buffers and steps.
 #pragma once
 
+#include <functional>
+#include <mutex>
 #include <variant>
 #include <vector>
 
@@ -22,6 +24,12 @@ namespace tessera::rt {
 
 struct InterpretOptions {
   bool zero_uninitialized = false;  // fill uninitialised memory with zeros instead of poison
+  // Ops computing float values (arithmetic, casts, reductions, dots, shape ops) are not computed:
+  // their results are +inf. Loads, stores, copies and semaphores run as usual.
+  bool skip_floating_point_ops = false;
+  // Called at the start of every step of the kernel's grid, one call at a time, with the step's grid
+  // point and the core that runs it.
+  std::function<void(std::vector<int64_t> grid_point, int64_t core)> grid_point_recorder;
 };
 
 // A run-time value: a tensor (scalar or block) or a ref.
@@ -48,6 +56,7 @@ class Interpreter final : public Backend {
 
   const ir::Function& fn_;
   InterpretOptions options_;
+  mutable std::mutex recorder_mutex_;  // the recorder sees one call at a time
 };
 
 }  // namespace tessera::rt

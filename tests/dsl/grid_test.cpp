@@ -75,6 +75,35 @@ TEST_SUITE("dsl") {
     });
   }
 
+  TEST_CASE("grid: parallel steps on two cores writing the same output block are reported as a race") {
+    pl::InterpretParams two_cores;
+    two_cores.num_cores_or_threads = 2;
+    pl::set_num_threads(2);
+    testing::for_each_backend(
+        [&](pl::CallOptions backend) {
+          // Both points of the parallel dim write block 0: one per core.
+          backend.compiler_params.dimension_semantics = {pl::parallel};
+          auto call = pl::pallas_call([](pl::Ref o) { o() = pl::program_id(0).astype(pl::f32) + pl::zeros_like(o); },
+                                      pl::GridSpec{.grid = {2}, .out_specs = {pl::BlockSpec({2}, [](pl::Value) { return pl::idx(0); })}},
+                                      pl::ShapeDtype({2}, pl::f32), backend);
+          try {
+            call();
+            FAIL("no RuntimeError");
+          } catch (const RuntimeError& e) {
+            const std::string msg = e.what();
+            INFO(msg);
+            CHECK(msg.find("output 0 is written by two cores") != std::string::npos);
+            CHECK(msg.find("a race") != std::string::npos);
+            // Whichever core wrote second reports it, naming the other (core c runs grid point c).
+            const int second = e.where().core, first = 1 - second;
+            CHECK(e.where().grid_point == std::vector<int64_t>{second});
+            CHECK(msg.find(fmt::format("written back by core {} at grid point ({})", first, first)) != std::string::npos);
+          }
+        },
+        two_cores);
+    pl::set_num_threads(0);
+  }
+
   TEST_CASE("grid: a non-consecutive revisit of an output block is an error naming the output and the step") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       // Output index j over grid (2, 2) visits blocks 0, 1, 0, 1.

@@ -181,6 +181,29 @@ TEST_SUITE("dsl") {
     });
   }
 
+  TEST_CASE("run_scoped: a remote signal that lands before the receiver enters the scope is kept") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({2}, {"x"});
+      // Device 1 signals device 0's scoped semaphore and leaves the scope, then says `go`; device 0
+      // enters the scope only after `go`, so the signal is already there (not lost to a re-zeroing).
+      auto kernel = [](pl::Ref in, pl::Ref out, pl::Ref go) {
+        const pl::Value me = pl::axis_index("x");
+        pl::when(me == 0, [&] { pl::semaphore_wait(go, 1); });
+        pl::run_scoped(
+            [&](pl::Ref sem) {
+              pl::when(me == 1, [&] { pl::semaphore_signal(sem, 1, pl::DeviceId({{"x", 0}})); });
+              pl::when(me == 0, [&] { pl::semaphore_wait(sem, 1); });
+            },
+            pl::SemaphoreType::REGULAR);
+        pl::when(me == 1, [&] { pl::semaphore_signal(go, 1, pl::DeviceId({{"x", 0}})); });
+        pl::sync_copy(in, out);
+      };
+      auto f = testing::on_every_device(kernel, mesh, pl::P("x"), {pl::SemaphoreType::REGULAR}, backend);
+      pl::Array x = iota({4, 4});
+      CHECK(pl::allclose(f(x), x, 0, 0));
+    });
+  }
+
   TEST_CASE("mesh errors: a deadlock across devices is one report with every device's wait") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       pl::Mesh mesh({2, 2}, {"x", "y"});

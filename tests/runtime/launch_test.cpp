@@ -95,13 +95,17 @@ TEST_SUITE("runtime") {
     CHECK(launch.cancelled());
   }
 
-  TEST_CASE("launch: a block written back twice is reported once") {
+  TEST_CASE("launch: a block written back twice is reported with its first writer") {
     Launch launch(0);
     const std::vector<int64_t> a{0, 128}, b{128, 0};
-    CHECK(launch.record_writeback(2, a));
-    CHECK(launch.record_writeback(2, b));
-    CHECK(launch.record_writeback(3, a));
-    CHECK_FALSE(launch.record_writeback(2, a));
+    const ExecutionPoint first{0, 1, {3, 4}, {}}, second{0, 0, {5, 6}, {}};
+    CHECK_FALSE(launch.record_writeback(2, a, first));
+    CHECK_FALSE(launch.record_writeback(2, b, first));
+    CHECK_FALSE(launch.record_writeback(3, a, first));
+    const std::optional<ExecutionPoint> earlier = launch.record_writeback(2, a, second);
+    REQUIRE(earlier.has_value());
+    CHECK(earlier->core == 1);
+    CHECK(earlier->grid_point == std::vector<int64_t>{3, 4});
   }
 
   TEST_CASE("launch: an executable runs on any backend, its grid split over the backend's cores") {

@@ -1,0 +1,149 @@
+// Pallas's interpret options beyond the defaults (pl::InterpretParams): the grid point recorder,
+// skipping floating-point work, and exploring schedules of the copies with exact replay.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <regex>
+#include <utility>
+
+#include "tests/support/kernels.h"
+
+using namespace tessera;
+namespace pl = tessera;
+
+TEST_SUITE("dsl") {
+  TEST_CASE("interpret options: the grid point recorder sees every step with its core, in each core's order") {
+    std::map<int64_t, std::vector<std::vector<int64_t>>> seen;  // core -> grid points in order
+    pl::InterpretParams params;
+    params.num_cores_or_threads = 2;
+    params.grid_point_recorder = [&](std::vector<int64_t> point, int64_t core) { seen[core].push_back(std::move(point)); };
+    auto call = pl::pallas_call(
+        [](pl::Ref x, pl::Ref o) { o() = x() + 1.0f; },
+        pl::GridSpec{.grid = {2, 3},
+                     .in_specs = {pl::BlockSpec({4, 4}, [](pl::Value i, pl::Value j) { return pl::idx(i, j); })},
+                     .out_specs = {pl::BlockSpec({4, 4}, [](pl::Value i, pl::Value j) { return pl::idx(i, j); })}},
+        pl::ShapeDtype({8, 12}, pl::f32),
+        {.compiler_params = {.dimension_semantics = {pl::parallel, pl::arbitrary}}, .interpret = params});
+    const pl::Array x = pl::Array::random_normal({8, 12}, pl::f32, 3);
+    const pl::Array o = call(x);
+    CHECK(o.at<float>({7, 11}) == x.at<float>({7, 11}) + 1.0f);
+    CHECK(seen.size() == 2);
+    CHECK(seen[0] == std::vector<std::vector<int64_t>>{{0, 0}, {0, 1}, {0, 2}});
+    CHECK(seen[1] == std::vector<std::vector<int64_t>>{{1, 0}, {1, 1}, {1, 2}});
+  }
+
+  TEST_CASE("interpret options: skip_floating_point_ops gives +inf for float work and keeps copies and integers") {
+    pl::InterpretParams params;
+    params.skip_floating_point_ops = true;
+    auto kernel = [](pl::Ref x, pl::Ref n, pl::Ref f, pl::Ref copied, pl::Ref counted) {
+      f() = pl::exp(x()) + pl::dot(x(), x());
+      copied() = x();  // loads and stores move data unchanged
+      counted() = n() * 2 + 1;
+    };
+    auto call = pl::pallas_call(kernel, pl::GridSpec{},
+                                {pl::ShapeDtype({8, 8}, pl::f32), pl::ShapeDtype({8, 8}, pl::f32), pl::ShapeDtype({4}, pl::i32)},
+                                {.interpret = params});
+    const pl::Array x = pl::Array::random_normal({8, 8}, pl::f32, 5);
+    const auto outs = call(x, pl::Array::arange(4, pl::i32));
+    REQUIRE(outs.size() == 3);
+    for (float v : outs[0].to_vector<float>()) CHECK(std::isinf(v));
+    CHECK(outs[1].to_vector<float>() == x.to_vector<float>());
+    CHECK(outs[2].to_vector<int32_t>() == std::vector<int32_t>{1, 3, 5, 7});
+    // The same call without the option computes.
+    auto computed = pl::pallas_call(kernel, pl::GridSpec{},
+                                    {pl::ShapeDtype({8, 8}, pl::f32), pl::ShapeDtype({8, 8}, pl::f32), pl::ShapeDtype({4}, pl::i32)},
+                                    testing::interpret());
+    CHECK(std::isfinite(computed(x, pl::Array::arange(4, pl::i32))[0].at<float>({0, 0})));
+  }
+
+  // Two copies into one buffer, both waited for before it is read: which lands last depends on the
+  // order copies complete, a race the schedules expose.
+  auto racing_copies(pl::InterpretParams params) {
+    auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sem) {
+      auto a = pl::make_async_copy(x.at(pl::ds(0, 8)), buf, sem);
+      auto b = pl::make_async_copy(x.at(pl::ds(8, 8)), buf, sem);
+      a.start();
+      b.start();
+      a.wait();
+      b.wait();
+      o() = buf();
+    };
+    return pl::pallas_call(kernel,
+                           pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                        .scratch_shapes = {pl::VMEM({8}, pl::f32), pl::SemaphoreType::DMA}},
+                           pl::ShapeDtype({8}, pl::f32), {.interpret = params});
+  }
+
+  pl::InterpretParams schedules(int64_t n, uint64_t seed) {
+    pl::InterpretParams p;
+    p.dma_execution_mode = pl::DmaExecutionMode::on_wait;
+    p.random_seed = seed;
+    p.num_schedules = n;
+    return p;
+  }
+
+  TEST_CASE("interpret options: schedules that give different results name the seed, and the seed replays it") {
+    const pl::Array x = pl::Array::arange(16, pl::f32);
+    std::string msg;
+    try {
+      racing_copies(schedules(16, 100))(x);
+      FAIL("no RuntimeError");
+    } catch (const RuntimeError& e) {
+      msg = e.what();
+    }
+    INFO(msg);
+    CHECK(msg.find("output 0 depends on the schedule") != std::string::npos);
+    CHECK(msg.find("or two copies write the same memory") != std::string::npos);
+    std::smatch found;
+    REQUIRE(std::regex_search(msg, found, std::regex(R"(under random_seed=(\d+) but)")));
+    const uint64_t seed = std::stoull(found[1]);
+    CHECK(msg.find(fmt::format(".random_seed = {}, .num_schedules = 1", seed)) != std::string::npos);
+    // Replays: that schedule alone, and the first one, give the two results the message compared.
+    const pl::Array replayed = racing_copies(schedules(1, seed))(x), first = racing_copies(schedules(1, 100))(x);
+    CHECK(replayed.to_vector<float>() != first.to_vector<float>());
+    CHECK(racing_copies(schedules(1, seed))(x).to_vector<float>() == replayed.to_vector<float>());
+    for (const pl::Array& r : {replayed, first})
+      CHECK((r.at<float>({0}) == 0.0f || r.at<float>({0}) == 8.0f));
+  }
+
+  TEST_CASE("interpret options: a kernel whose copies are ordered by their waits passes every schedule") {
+    // Double-buffered: each slot's copy is waited for before the slot is read or refilled.
+    auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sem) {
+      auto copy = [&](pl::Value i) {
+        return pl::make_async_copy(x.at(pl::ds(i * 4, 4)), buf.at(i % 2), sem.at(i % 2));
+      };
+      pl::loop(0, 4, [&](pl::Value i) {
+        pl::when(i == 0, [&] { copy(i).start(); });
+        pl::when(i + 1 < 4, [&] { copy(i + 1).start(); });
+        copy(i).wait();
+        o(pl::ds(i * 4, 4)) = buf.at(i % 2)() * 2.0f;
+      });
+    };
+    auto call = pl::pallas_call(kernel,
+                                pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                             .scratch_shapes = {pl::VMEM({2, 4}, pl::f32), pl::SemaphoreType::DMA({2})}},
+                                pl::ShapeDtype({16}, pl::f32), {.interpret = schedules(12, 0)});
+    const pl::Array x = pl::Array::random_normal({16}, pl::f32, 9);
+    const pl::Array o = call(x);
+    for (int64_t i = 0; i < 16; ++i) CHECK(o.at<float>({i}) == x.at<float>({i}) * 2.0f);
+  }
+
+  TEST_CASE("interpret options: a failing schedule names its seed, and bad num_schedules are user errors") {
+    auto leaves_signal = pl::pallas_call([](pl::Ref o, pl::Ref sem) {
+      pl::semaphore_signal(sem);
+      o() = pl::zeros_like(o);
+    }, pl::GridSpec{.scratch_shapes = {pl::SemaphoreType::REGULAR}}, pl::ShapeDtype({4}, pl::f32), {.interpret = schedules(3, 40)});
+    CHECK_THROWS_WITH_AS(leaves_signal(), doctest::Contains("schedule: random_seed=40 (1 of 3 explored)"), RuntimeError);
+    auto copy = [](pl::Ref x, pl::Ref o) { o() = x(); };
+    CHECK_THROWS_WITH_AS(pl::pallas_call(copy, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32), {.interpret = schedules(0, 0)})(
+                             pl::Array::zeros({4}, pl::f32)),
+                         doctest::Contains("InterpretParams::num_schedules must be >= 1"), UserError);
+    pl::InterpretParams eager = schedules(4, 0);
+    eager.dma_execution_mode = pl::DmaExecutionMode::eager;
+    CHECK_THROWS_WITH_AS(pl::pallas_call(copy, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32), {.interpret = eager})(
+                             pl::Array::zeros({4}, pl::f32)),
+                         doctest::Contains("set .dma_execution_mode = pl::DmaExecutionMode::on_wait"), UserError);
+  }
+}
