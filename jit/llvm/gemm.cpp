@@ -14,10 +14,15 @@ namespace {
 
 llvm::Value* i64(llvm::IRBuilderBase& b, int64_t v) { return b.getInt64(v); }
 
+// The address of element (row, col) of `m`.
+llvm::Value* address_of(llvm::IRBuilderBase& b, const MatrixOperand& m, llvm::Value* row, llvm::Value* col) {
+  llvm::Value* index = b.CreateAdd(b.CreateMul(row, i64(b, m.ld)), m.cs == 1 ? col : b.CreateMul(col, i64(b, m.cs)));
+  return element_address(b, m.dtype, m.ptr, index);
+}
+
 // Element (row, col) of `m` as a compute value (f32 for float dtypes), converted to `to`.
 llvm::Value* element(llvm::IRBuilderBase& b, const MatrixOperand& m, llvm::Value* row, llvm::Value* col, DType to) {
-  llvm::Value* index = b.CreateAdd(b.CreateMul(row, i64(b, m.ld)), col);
-  llvm::Value* v = load_element(b, m.dtype, element_address(b, m.dtype, m.ptr, index));
+  llvm::Value* v = load_element(b, m.dtype, address_of(b, m, row, col));
   llvm::Type* want = compute_type(b, to);
   if (v->getType() == want) return v;
   if (want->isFloatingPointTy()) return v->getType()->isFloatingPointTy() ? b.CreateFPExt(v, want) : b.CreateSIToFP(v, want);
@@ -26,13 +31,14 @@ llvm::Value* element(llvm::IRBuilderBase& b, const MatrixOperand& m, llvm::Value
 
 // Asks the memory system for row `row` of `m` (its first `cols` elements) ahead of use: the packing
 // loops walk rows that are far apart in a large array, which the hardware prefetcher does not follow.
+// A matrix with strided rows (a transposed view) is walked along its contiguous dim instead.
 void prefetch_row(llvm::IRBuilderBase& b, const MatrixOperand& m, llvm::Value* row, int64_t cols) {
+  if (!m.rows_contiguous()) return;
   llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::prefetch,
                                                              {b.getPtrTy()});
   const int64_t line = 64 / dtype_size(m.dtype);
   for (int64_t c = 0; c < cols; c += line) {
-    llvm::Value* address = element_address(b, m.dtype, m.ptr, b.CreateAdd(b.CreateMul(row, i64(b, m.ld)), i64(b, c)));
-    b.CreateCall(prefetch, {address, b.getInt32(0), b.getInt32(3), b.getInt32(1)});
+    b.CreateCall(prefetch, {address_of(b, m, row, i64(b, c)), b.getInt32(0), b.getInt32(3), b.getInt32(1)});
   }
 }
 
@@ -61,13 +67,24 @@ void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed
   });
 }
 
-// Copies A into `packed` as a dense row-major f32 matrix (leading dim k), converting 16-bit floats
-// once. Rows are read and written contiguously, so the loop vectorises; the micro-kernel then finds
-// A on a few pages whatever its original row stride was.
+// A as the f32 micro-tile reads it: a dense row-major f32 copy in `packed` (leading dim k),
+// converting 16-bit floats once; rows are read and written contiguously, so the loop vectorises, and
+// the micro-kernel then finds A on a few pages whatever its original row stride was. An f32 A that
+// is dense already, or transposed (ld = 1: the tile's broadcasts of one k step are adjacent
+// elements), is read in place.
 MatrixOperand pack_a(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k) {
-  if (a.dtype == DType::f32 && a.ld == k) return a;  // already dense f32
-  emit_pack_dense_f32(b, a, packed, m, k);
+  if (gemm_f32_reads_a_in_place(a, k)) return a;
+  emit_pack_dense(b, a, packed, m, k, DType::f32);
   return MatrixOperand{packed, DType::f32, k};
+}
+
+// A as the k-group tiles read it (one 32-bit word per group of a row): in place when its rows are
+// contiguous, else a dense copy of its bits in `packed`.
+MatrixOperand rows_contiguous_a(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m,
+                                int64_t k) {
+  if (a.rows_contiguous()) return a;
+  emit_pack_dense(b, a, packed, m, k, a.dtype);
+  return MatrixOperand{packed, a.dtype, k};
 }
 
 // The C side of a micro-tile: rows [i, i + rows), columns [col0, col0 + cols) of an f32 C with
@@ -170,10 +187,7 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
         llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j));
         for (int64_t e = 0; e < 2; ++e) {
           llvm::Value* v = b.getInt16(0);
-          if (j < cols && !(odd_tail && e == 1)) {
-            llvm::Value* row = b.CreateAdd(k0, i64(b, e));
-            v = b.CreateLoad(i16, element_address(b, bm.dtype, bm.ptr, b.CreateAdd(b.CreateMul(row, i64(b, bm.ld)), col)));
-          }
+          if (j < cols && !(odd_tail && e == 1)) v = b.CreateLoad(i16, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col));
           b.CreateStore(v, b.CreateInBoundsGEP(i16, packed, b.CreateAdd(dst_row, i64(b, 2 * j + e))));
         }
       }
@@ -189,7 +203,8 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
 // each column were packed side by side, so one `bvec` load (4 bytes a column) per vector holds a
 // group of k for `width` columns; A's group of row r is one 32-bit word broadcast by `a_vector`
 // (`present` < group only for the last, partial group of k); `dot(acc, a, b)` folds a group into
-// each accumulator. Returns the accumulators after all of k.
+// each accumulator. A's rows must be contiguous (rows_contiguous_a). Returns the accumulators after
+// all of k.
 template <class AVector>
 std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a,
                                        llvm::Value* panel_ptr, llvm::Value* i, int64_t rows, int64_t vectors, int64_t k,
@@ -265,7 +280,7 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
     for (int64_t e = 0; e < 4; ++e) prefetch_row(b, bm, b.CreateAdd(k0, i64(b, kPrefetchRows + e)), n);
     auto copy = [&](llvm::Value* p, int64_t cols) {
       llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k4)), kq), i64(b, panel * 4));
-      if (cols == panel && present == 4) {
+      if (cols == panel && present == 4 && bm.rows_contiguous()) {
         // A whole quad of a full panel as vectors: 4 row loads interleaved into one 4 * panel byte
         // store, and the panel's column sums updated in one vector add.
         auto* row_vec = llvm::FixedVectorType::get(i8, panel);
@@ -274,10 +289,7 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
         std::vector<llvm::Value*> rows;
         llvm::Value* sum = llvm::Constant::getNullValue(sum_vec);
         for (int64_t e = 0; e < 4; ++e) {
-          llvm::Value* row = b.CreateAdd(k0, i64(b, e));
-          rows.push_back(b.CreateAlignedLoad(
-              row_vec, element_address(b, bm.dtype, bm.ptr, b.CreateAdd(b.CreateMul(row, i64(b, bm.ld)), col0)),
-              llvm::Align(1)));
+          rows.push_back(b.CreateAlignedLoad(row_vec, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col0), llvm::Align(1)));
           sum = b.CreateAdd(sum, b.CreateSExt(rows.back(), sum_vec));
         }
         std::vector<int> lo_hi(2 * panel), interleave(4 * panel);
@@ -298,8 +310,7 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
         for (int64_t e = 0; e < 4; ++e) {
           llvm::Value* v = b.getInt8(0);
           if (j < cols && e < present) {
-            llvm::Value* row = b.CreateAdd(k0, i64(b, e));
-            v = b.CreateLoad(i8, element_address(b, bm.dtype, bm.ptr, b.CreateAdd(b.CreateMul(row, i64(b, bm.ld)), col)));
+            v = b.CreateLoad(i8, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col));
             sum = b.CreateAdd(sum, b.CreateSExt(v, i32));
           }
           b.CreateStore(v, b.CreateInBoundsGEP(i8, packed, b.CreateAdd(dst_row, i64(b, 4 * j + e))));
@@ -371,6 +382,10 @@ GemmTile gemm_tile(const CpuTarget& target) {
   return GemmTile{.rows = 6, .width = 8, .vectors = 2};
 }
 
+bool gemm_f32_reads_a_in_place(const MatrixOperand& a, int64_t k) {
+  return a.dtype == DType::f32 && ((a.cs == 1 && a.ld == k) || a.ld == 1);
+}
+
 bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b) {
   return target.avx512_bf16 && target.avx512 && target.vector_bits >= 512 && a == DType::bf16 && b == DType::bf16;
 }
@@ -394,10 +409,12 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
   const int64_t full_rows = m / tile.rows * tile.rows, rest_rows = m - full_rows;
   if (m == 0 || n == 0) return;
   const bool pairs = gemm_bf16_pairs(target, a.dtype, bm.dtype);
-  // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast); f32: A dense f32.
+  // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast) unless its rows are strided; f32:
+  // A dense f32 or transposed f32.
   MatrixOperand a_tiles = a;
   if (pairs) {
     pack_b_pairs(b, bm, packed, n, k, panel);
+    a_tiles = rows_contiguous_a(b, a, packed_a, m, k);
   } else {
     pack_b(b, bm, packed, n, k, panel);
     a_tiles = pack_a(b, a, packed_a, m, k);
@@ -423,7 +440,8 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
 }
 
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
-                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed) {
+                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
+                  llvm::Value* packed_a) {
   const GemmTile tile = gemm_tile(target);
   const int64_t panel = tile.panel(), full_panels = n / panel, rest_cols = n % panel;
   const int64_t panels = full_panels + (rest_cols > 0), k4 = (k + 3) / 4;
@@ -431,29 +449,40 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
   if (m == 0 || n == 0) return;
   llvm::Value* colsum = b.CreateInBoundsGEP(b.getInt8Ty(), packed, i64(b, k4 * panels * panel * 4));
   pack_b_quads(b, bm, packed, colsum, n, k, panel);
+  const MatrixOperand a_tiles = rows_contiguous_a(b, a, packed_a, m, k);
   auto panel_tiles = [&](llvm::Value* p, int64_t cols) {
     llvm::Value* panel_ptr = b.CreateInBoundsGEP(b.getInt8Ty(), packed, b.CreateMul(p, i64(b, k4 * panel * 4)));
     llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
     if (full_rows > 0)
       emit_loop(b, i64(b, 0), i64(b, full_rows), i64(b, tile.rows), {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
-        micro_tile_quads(b, tile, a, c, ldc, k, accumulate, panel_ptr, colsum, col0, i, tile.rows, cols);
+        micro_tile_quads(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, colsum, col0, i, tile.rows, cols);
         return std::vector<llvm::Value*>{};
       });
     if (rest_rows > 0)
-      micro_tile_quads(b, tile, a, c, ldc, k, accumulate, panel_ptr, colsum, col0, i64(b, full_rows), rest_rows, cols);
+      micro_tile_quads(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, colsum, col0, i64(b, full_rows), rest_rows, cols);
   };
   if (full_panels > 0) emit_loop(b, full_panels, [&](llvm::Value* p) { panel_tiles(p, panel); });
   if (rest_cols > 0) panel_tiles(i64(b, full_panels), rest_cols);
 }
 
-void emit_pack_dense_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k) {
-  emit_loop(b, m, [&](llvm::Value* r) {
-    prefetch_row(b, a, b.CreateAdd(r, i64(b, kPrefetchRows)), k);
-    emit_loop(b, k, [&](llvm::Value* kk) {
-      b.CreateStore(element(b, a, r, kk, DType::f32),
-                    b.CreateInBoundsGEP(b.getFloatTy(), packed, b.CreateAdd(b.CreateMul(r, i64(b, k)), kk)));
+void emit_pack_dense(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k, DType to) {
+  llvm::Type* bits = b.getIntNTy(8 * static_cast<unsigned>(dtype_size(a.dtype)));
+  auto copy = [&](llvm::Value* r, llvm::Value* kk) {
+    llvm::Value* index = b.CreateAdd(b.CreateMul(r, i64(b, k)), kk);
+    if (to == a.dtype)
+      b.CreateStore(b.CreateLoad(bits, address_of(b, a, r, kk)), b.CreateInBoundsGEP(bits, packed, index));
+    else
+      store_element(b, to, element_address(b, to, packed, index), element(b, a, r, kk, to));
+  };
+  if (a.rows_contiguous()) {
+    emit_loop(b, m, [&](llvm::Value* r) {
+      prefetch_row(b, a, b.CreateAdd(r, i64(b, kPrefetchRows)), k);
+      emit_loop(b, k, [&](llvm::Value* kk) { copy(r, kk); });
     });
-  });
+  } else {
+    // A transposed view: read down A's columns, which are its contiguous runs.
+    emit_loop(b, k, [&](llvm::Value* kk) { emit_loop(b, m, [&](llvm::Value* r) { copy(r, kk); }); });
+  }
 }
 
 void emit_gemm_loops(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixOperand& bm, llvm::Value* c,
