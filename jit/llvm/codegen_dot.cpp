@@ -120,8 +120,9 @@ std::vector<MatrixOperand> Emitter::matrices(ValueId v, const std::vector<int64_
   return out;
 }
 
-// The lhs of a GEMM as a dense f32 matrix, packed at most once per kernel run when it is read in
-// place from a kernel parameter. Parameters do not change while a kernel runs (inputs are
+// The lhs of a GEMM as a dense f32 matrix when the f32 tile cannot read it in place (a 16-bit float
+// A it converts), converted at most once per kernel run when it is read in place from a kernel
+// parameter. Parameters do not change while a kernel runs (inputs are
 // read-only, outputs are only written back, never loaded), so a block packed once stays valid;
 // across grid steps the same lhs block recurs (a matmul's A(i, k) for every j), and a small
 // direct-mapped cache keyed by its address turns those repacks into lookups.
@@ -131,7 +132,7 @@ MatrixOperand Emitter::cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int
   const RefCg& r = ref(ir::load_operands(*d).ref);
   const ir::ValueInfo& root = fn_.values[r.root];
   if (root.def != ir::kNone || a.ptr != r.base) return a;  // not a parameter read in place
-  if (gemm_f32_reads_a_in_place(a, k)) return a;
+  if (gemm_f32_reads_a_in_place(a)) return a;
   const int64_t bytes = m * k * 4;
   int64_t slots = 1;  // a power of two, up to 16 blocks or 2 MiB
   while (slots < 16 && 2 * slots * bytes <= (int64_t{2} << 20)) slots *= 2;

@@ -67,13 +67,12 @@ void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed
   });
 }
 
-// A as the f32 micro-tile reads it: a dense row-major f32 copy in `packed` (leading dim k),
-// converting 16-bit floats once; rows are read and written contiguously, so the loop vectorises, and
-// the micro-kernel then finds A on a few pages whatever its original row stride was. An f32 A that
-// is dense already, or transposed (ld = 1: the tile's broadcasts of one k step are adjacent
-// elements), is read in place.
+// A as the f32 micro-tile reads it: f32 in place (gemm_f32_reads_a_in_place), else a dense
+// row-major f32 copy in `packed` (leading dim k), converting 16-bit floats once. Packing an f32 A
+// too measured no faster on the seed matmul and slower for megablox gmm, whose A blocks do not recur
+// soon enough for the packed-A cache (codegen_dot.cpp) to keep them.
 MatrixOperand pack_a(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k) {
-  if (gemm_f32_reads_a_in_place(a, k)) return a;
+  if (gemm_f32_reads_a_in_place(a)) return a;
   emit_pack_dense(b, a, packed, m, k, DType::f32);
   return MatrixOperand{packed, DType::f32, k};
 }
@@ -382,8 +381,8 @@ GemmTile gemm_tile(const CpuTarget& target) {
   return GemmTile{.rows = 6, .width = 8, .vectors = 2};
 }
 
-bool gemm_f32_reads_a_in_place(const MatrixOperand& a, int64_t k) {
-  return a.dtype == DType::f32 && ((a.cs == 1 && a.ld == k) || a.ld == 1);
+bool gemm_f32_reads_a_in_place(const MatrixOperand& a) {
+  return a.dtype == DType::f32;
 }
 
 bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b) {

@@ -53,9 +53,10 @@ struct GemmTile {
 
 GemmTile gemm_tile(const CpuTarget& target);
 
-// Whether the f32 tile reads A (m x k) where it is: dense f32, or transposed f32 (ld = 1, the tile's
-// broadcasts of one k step adjacent); else emit_gemm_f32 packs it into a dense f32 copy first.
-bool gemm_f32_reads_a_in_place(const MatrixOperand& a, int64_t k);
+// Whether the f32 tile reads A where it is: any f32 A, whatever its strides (a tile broadcasts one
+// element of each of its rows per k step, from 8 rows' cache lines, or from adjacent elements of a
+// transposed A); else emit_gemm_f32 converts it into a dense f32 copy first.
+bool gemm_f32_reads_a_in_place(const MatrixOperand& a);
 
 // Whether A . B (dtypes a and b) runs on vdpbf16ps for `target`: both bf16 on an AVX512_BF16 target.
 bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b);
@@ -68,9 +69,8 @@ int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n
 
 // C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes, any
 // strides), C an f32 matrix with leading dim ldc. B is packed into panels of gemm_tile(target).panel()
-// f32 columns (`packed`: gemm_packed_b_bytes), the last one zero-padded, and A, when it is not f32 or
-// its rows are strided, into a dense f32 copy (`packed_a`: m * k floats), converting 16-bit floats
-// once; a transposed f32 A (ld = 1) is read in place, its 8 broadcasts of a k step being adjacent.
+// f32 columns (`packed`: gemm_packed_b_bytes), the last one zero-padded; an f32 A is read in place,
+// another one converted once into a dense f32 copy (`packed_a`: m * k floats).
 // On the bf16-pair path (gemm_bf16_pairs) B is packed in k pairs and A read in place, or, when its
 // k pairs are not adjacent (cs != 1), first copied to a dense bf16 matrix in `packed_a`.
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
