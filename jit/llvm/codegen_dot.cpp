@@ -120,20 +120,20 @@ std::vector<MatrixOperand> Emitter::matrices(ValueId v, const std::vector<int64_
   return out;
 }
 
-// The lhs of a GEMM as a dense f32 matrix when the f32 tile cannot read it in place (a 16-bit float
-// A it converts), converted at most once per kernel run when it is read in place from a kernel
-// parameter. Parameters do not change while a kernel runs (inputs are
-// read-only, outputs are only written back, never loaded), so a block packed once stays valid;
-// across grid steps the same lhs block recurs (a matmul's A(i, k) for every j), and a small
-// direct-mapped cache keyed by its address turns those repacks into lookups.
-MatrixOperand Emitter::cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int64_t m, int64_t k) {
-  const ir::Op* d = fn_.def(lhs);
-  if (!d || d->kind != OpKind::Load || ir::load_operands(*d).mask != ir::kNone) return a;
+// A packed copy of operand `v` (its matrix `x`, rows x cols), made by `pack` into `bytes`, at most
+// once per kernel run and block when v is read in place from a kernel parameter; nullptr when it is
+// not. Parameters do not change while a kernel runs (inputs are read-only, outputs are only written
+// back, never loaded), so a block packed once stays valid; across grid steps the same block recurs
+// (a matmul's A(i, k) for every j, megablox gmm's rhs block for every m-tile of its group, and each
+// chunk of a tile), and a small direct-mapped cache keyed by its address turns those repacks into
+// lookups.
+llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t bytes,
+                                  const std::function<void(llvm::Value*)>& pack) {
+  const ir::Op* d = fn_.def(v);
+  if (!d || d->kind != OpKind::Load || ir::load_operands(*d).mask != ir::kNone) return nullptr;
   const RefCg& r = ref(ir::load_operands(*d).ref);
   const ir::ValueInfo& root = fn_.values[r.root];
-  if (root.def != ir::kNone || a.ptr != r.base) return a;  // not a parameter read in place
-  if (gemm_f32_reads_a_in_place(a)) return a;
-  const int64_t bytes = m * k * 4;
+  if (root.def != ir::kNone || x.ptr != r.base) return nullptr;  // not a parameter read in place
   int64_t slots = 1;  // a power of two, up to 16 blocks or 2 MiB
   while (slots < 16 && 2 * slots * bytes <= (int64_t{2} << 20)) slots *= 2;
   llvm::Value* keys = entry_alloca(b_.getPtrTy(), slots);
@@ -141,21 +141,25 @@ MatrixOperand Emitter::cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int
     entry_b_.CreateStore(llvm::ConstantPointerNull::get(b_.getPtrTy()),
                          entry_b_.CreateInBoundsGEP(entry_b_.getPtrTy(), keys, entry_b_.getInt64(s)));
   llvm::Value* buffers = temp(slots * bytes);
-  // Blocks side by side along a row of A start k elements apart: consecutive slots.
+  // Blocks side by side along a row start `cols` elements apart and blocks stacked down a column
+  // `rows` rows apart: either way consecutive blocks land in consecutive slots.
+  const int64_t size = dtype_size(x.dtype);
+  const int64_t across = std::max<int64_t>(cols * x.cs * size, 1), down = std::max<int64_t>(rows * x.ld * size, 1);
+  llvm::Value* address = b_.CreatePtrToInt(x.ptr, b_.getInt64Ty());
   llvm::Value* slot = b_.CreateAnd(
-      b_.CreateUDiv(b_.CreatePtrToInt(a.ptr, b_.getInt64Ty()), b_.getInt64(k * dtype_size(a.dtype))),
+      b_.CreateAdd(b_.CreateUDiv(address, b_.getInt64(across)), b_.CreateUDiv(address, b_.getInt64(down))),
       b_.getInt64(slots - 1));
   llvm::Value* key_slot = b_.CreateInBoundsGEP(b_.getPtrTy(), keys, slot);
-  llvm::Value* dense = b_.CreateInBoundsGEP(b_.getFloatTy(), buffers, b_.CreateMul(slot, b_.getInt64(m * k)));
-  llvm::BasicBlock* pack = llvm::BasicBlock::Create(ctx_, "pack.a", f_);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "pack.a.done", f_);
-  b_.CreateCondBr(b_.CreateICmpNE(b_.CreateLoad(b_.getPtrTy(), key_slot), a.ptr), pack, done);
-  b_.SetInsertPoint(pack);
-  emit_pack_dense(b_, a, dense, m, k, DType::f32);
-  b_.CreateStore(a.ptr, key_slot);
+  llvm::Value* copy = b_.CreateInBoundsGEP(b_.getInt8Ty(), buffers, b_.CreateMul(slot, b_.getInt64(bytes)));
+  llvm::BasicBlock* fill = llvm::BasicBlock::Create(ctx_, "pack", f_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "pack.done", f_);
+  b_.CreateCondBr(b_.CreateICmpNE(b_.CreateLoad(b_.getPtrTy(), key_slot), x.ptr), fill, done);
+  b_.SetInsertPoint(fill);
+  pack(copy);
+  b_.CreateStore(x.ptr, key_slot);
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
-  return MatrixOperand{dense, DType::f32, k};
+  return copy;
 }
 
 void Emitter::compute_dot(ValueId v, const RefCg* into) {
@@ -198,8 +202,6 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   if (strided_views) {
     a_ops = matrices(lhs, dims.lhs_batch, only(lfree), only(dims.lhs_contract));
     b_ops = matrices(rhs, dims.rhs_batch, only(dims.rhs_contract), only(rfree));
-    // The bf16-pair micro-kernel reads A in place; the f32 one wants it dense f32.
-    if (B == 1 && acc == DType::f32 && !pairs) a_ops[0] = cached_dense_lhs(lhs, a_ops[0], M, K);
   } else {
     // Several free or contracting dims in one operand: a temporary with them permuted together.
     auto arrange = [&](ValueId x, const Type& xt, std::vector<int64_t> order, int64_t rows, int64_t cols) {
@@ -229,9 +231,23 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   // The int8 tile writes i32 C (a dot stored or accumulated into an i32 ref, or the temporary).
   const bool quads = acc == DType::i32 && gemm_int8_quads(target_, lt.dtype, rt_.dtype) &&
                      (!into || into->dtype == DType::i32);
-  llvm::Value* packed =
-      acc == DType::f32 || quads ? temp(gemm_packed_b_bytes(target_, lt.dtype, rt_.dtype, N, K)) : nullptr;
-  llvm::Value* packed_a = acc == DType::f32 || quads ? temp(K * M * 4) : nullptr;
+  const bool tiles = acc == DType::f32 || quads;
+  const int64_t packed_bytes = tiles ? gemm_packed_b_bytes(target_, lt.dtype, rt_.dtype, N, K) : 0;
+  llvm::Value* packed = nullptr;
+  llvm::Value* packed_a = tiles ? temp(K * M * 4) : nullptr;
+  bool b_packed = false;
+  if (tiles && B == 1 && strided_views) {
+    // A block of a parameter is packed once per kernel run: B always, an A the f32 tile converts.
+    if (acc == DType::f32 && !pairs && !gemm_f32_reads_a_in_place(a_ops[0]))
+      if (llvm::Value* dense = cached_pack(lhs, a_ops[0], M, K, M * K * 4, [&](llvm::Value* to) {
+            emit_pack_dense(b_, a_ops[0], to, M, K, DType::f32);
+          }))
+        a_ops[0] = MatrixOperand{dense, DType::f32, K};
+    packed = cached_pack(rhs, b_ops[0], K, N, packed_bytes,
+                         [&](llvm::Value* to) { emit_pack_b(b_, target_, lt.dtype, b_ops[0], to, N, K); });
+    b_packed = packed != nullptr;
+  }
+  if (tiles && !packed) packed = temp(packed_bytes);
   llvm::Value* c = nullptr;
   int64_t ldc = N;
   if (into) {
@@ -242,8 +258,8 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   }
   for (int64_t bt = 0; bt < B; ++bt) {
     llvm::Value* cb = into ? c : element_address(b_, acc, c, b_.getInt64(bt * M * N));
-    if (acc == DType::f32) emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a);
-    else if (quads) emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a);
+    if (acc == DType::f32) emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed);
+    else if (quads) emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed);
     else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);
   }
   if (into) return {};

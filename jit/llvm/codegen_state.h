@@ -179,7 +179,8 @@ class Emitter {
   // The matrices of a dot operand: one per index of its `batch` dims (row-major), rows along dim
   // `row` and columns along dim `col` (-1: a single row or column), strided views of strided(v).
   std::vector<MatrixOperand> matrices(ValueId v, const std::vector<int64_t>& batch, int64_t row, int64_t col);
-  MatrixOperand cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int64_t m, int64_t k);
+  llvm::Value* cached_pack(ValueId v, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t bytes,
+                           const std::function<void(llvm::Value*)>& pack);
   // Computes a deferred dot_general: into `into` (an f32 2-D ref), or into a temporary that the
   // tensor then holds.
   void compute_dot(ValueId v, const RefCg* into);

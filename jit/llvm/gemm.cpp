@@ -327,6 +327,12 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
   if (k % 4) quad(i64(b, k / 4), k % 4);
 }
 
+// Where the column sums of a quad-packed B start: after its k4 quads of every panel.
+llvm::Value* quad_column_sums(llvm::IRBuilderBase& b, llvm::Value* packed, int64_t n, int64_t k, int64_t panel) {
+  const int64_t panels = (n + panel - 1) / panel;
+  return b.CreateInBoundsGEP(b.getInt8Ty(), packed, i64(b, (k + 3) / 4 * panels * panel * 4));
+}
+
 // One micro-tile on vpdpbusd: as micro_tile_pairs, with an i32 C, B from the quad-packed panel at
 // `panel_ptr` (k4 quads of tile.panel() columns) and A read in place, 4 bytes as one 32-bit
 // broadcast with each byte's sign bit flipped. The last partial quad of a k that is not a multiple
@@ -402,7 +408,7 @@ int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n
 
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                   llvm::Value* packed_a) {
+                   llvm::Value* packed_a, bool b_packed) {
   const GemmTile tile = gemm_tile(target);
   const int64_t panel = tile.panel(), full_panels = n / panel, rest_cols = n % panel;
   const int64_t full_rows = m / tile.rows * tile.rows, rest_rows = m - full_rows;
@@ -410,14 +416,8 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
   const bool pairs = gemm_bf16_pairs(target, a.dtype, bm.dtype);
   // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast) unless its rows are strided; f32:
   // A dense f32 or transposed f32.
-  MatrixOperand a_tiles = a;
-  if (pairs) {
-    pack_b_pairs(b, bm, packed, n, k, panel);
-    a_tiles = rows_contiguous_a(b, a, packed_a, m, k);
-  } else {
-    pack_b(b, bm, packed, n, k, panel);
-    a_tiles = pack_a(b, a, packed_a, m, k);
-  }
+  if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
+  const MatrixOperand a_tiles = pairs ? rows_contiguous_a(b, a, packed_a, m, k) : pack_a(b, a, packed_a, m, k);
   auto tile_at = [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
     if (pairs) micro_tile_pairs(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols);
     else micro_tile(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols);
@@ -440,14 +440,14 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
 
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                  llvm::Value* packed_a) {
+                  llvm::Value* packed_a, bool b_packed) {
   const GemmTile tile = gemm_tile(target);
   const int64_t panel = tile.panel(), full_panels = n / panel, rest_cols = n % panel;
-  const int64_t panels = full_panels + (rest_cols > 0), k4 = (k + 3) / 4;
+  const int64_t k4 = (k + 3) / 4;
   const int64_t full_rows = m / tile.rows * tile.rows, rest_rows = m - full_rows;
   if (m == 0 || n == 0) return;
-  llvm::Value* colsum = b.CreateInBoundsGEP(b.getInt8Ty(), packed, i64(b, k4 * panels * panel * 4));
-  pack_b_quads(b, bm, packed, colsum, n, k, panel);
+  llvm::Value* colsum = quad_column_sums(b, packed, n, k, panel);
+  if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
   const MatrixOperand a_tiles = rows_contiguous_a(b, a, packed_a, m, k);
   auto panel_tiles = [&](llvm::Value* p, int64_t cols) {
     llvm::Value* panel_ptr = b.CreateInBoundsGEP(b.getInt8Ty(), packed, b.CreateMul(p, i64(b, k4 * panel * 4)));
@@ -462,6 +462,18 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
   };
   if (full_panels > 0) emit_loop(b, full_panels, [&](llvm::Value* p) { panel_tiles(p, panel); });
   if (rest_cols > 0) panel_tiles(i64(b, full_panels), rest_cols);
+}
+
+void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const MatrixOperand& bm, llvm::Value* packed,
+                 int64_t n, int64_t k) {
+  const int64_t panel = gemm_tile(target).panel();
+  if (gemm_int8_quads(target, a, bm.dtype)) {
+    pack_b_quads(b, bm, packed, quad_column_sums(b, packed, n, k, panel), n, k, panel);
+  } else if (gemm_bf16_pairs(target, a, bm.dtype)) {
+    pack_b_pairs(b, bm, packed, n, k, panel);
+  } else {
+    pack_b(b, bm, packed, n, k, panel);
+  }
 }
 
 void emit_pack_dense(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k, DType to) {

@@ -73,9 +73,10 @@ int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n
 // another one converted once into a dense f32 copy (`packed_a`: m * k floats).
 // On the bf16-pair path (gemm_bf16_pairs) B is packed in k pairs and A read in place, or, when its
 // k pairs are not adjacent (cs != 1), first copied to a dense bf16 matrix in `packed_a`.
+// With `b_packed`, `packed` holds B packed already (emit_pack_b) and B itself is not read.
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                   llvm::Value* packed_a);
+                   llvm::Value* packed_a, bool b_packed = false);
 
 // C (+)= A . B for i8 A (m x k) and B (k x n) into an i32 C (leading dim ldc) on vpdpbusd, for
 // gemm_int8_quads targets: the 8 x 32 tile of i32 accumulators, B packed in k quads with its column
@@ -84,7 +85,13 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
 // wrap-around included.
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                  llvm::Value* packed_a);
+                  llvm::Value* packed_a, bool b_packed = false);
+
+// Packs a k x n B into `packed` (gemm_packed_b_bytes) as the tile for `target` and A's dtype `a`
+// reads it: f32 panels, bf16 k pairs or int8 k quads with their column sums. A packed B depends on
+// B alone, so a caller may pack a block once and run several GEMMs on it (b_packed).
+void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const MatrixOperand& bm, llvm::Value* packed,
+                 int64_t n, int64_t k);
 
 // Writes A (m x k) into `packed` as a dense row-major matrix of dtype `to`: f32 converts 16-bit
 // floats, A's own dtype copies the bits. Reads along whichever of A's dims is contiguous.
