@@ -216,7 +216,14 @@ void tgmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_i
   Value group = group_ids[grid_id];
   Value prev = where(grid_id > 0, grid_id - 1, 0);
   Value prev_group = group_ids[prev];
-  when((grid_id == 0) || (prev_group != group), [&] { acc() = zeros_like(acc); });
+  // An f32 output block stays put while the steps of one group run (its index is the group's), so
+  // it is the accumulator itself, started from existing_out: no copy of acc into it per group.
+  const bool into_out = c.out == DType::f32;
+  Ref sum = into_out ? out : acc;
+  when((grid_id == 0) || (prev_group != group), [&] {
+    if (into_out && existing) out() = (*existing)();
+    else sum() = zeros_like(sum);
+  });
   // Empty groups get a step only so that their output is written (zeros): no chunk holds their rows.
   const StepRows rows(offsets, group_ids, m_tile_ids, grid_id, c.t.tm);
   for_group_rows(rows, c.t.tm, [&](const Operand& first, int64_t n, bool inside) {
@@ -226,11 +233,12 @@ void tgmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_i
       return select(rows.mask(rows.row0 + first, x.shape(), dim), x.astype(DType::f32), zeros(x.shape(), DType::f32));
     };
     auto dot_of = [&](const Value& a, const Value& b) {
-      named_scope("dot", [&] { acc() += dot(a.astype(c.input), b.astype(c.input), DType::f32); });
+      named_scope("dot", [&] { sum() += dot(a.astype(c.input), b.astype(c.input), DType::f32); });
     };
     if (inside) dot_of(l, r);
     else cond(rows.all_in(rows.row0 + first, n), [&] { dot_of(l, r); }, [&] { dot_of(masked(l, 1), masked(r, 0)); });
   });
+  if (into_out) return;
   Value is_end = grid_id == num_programs(2) - 1;
   Value next = where(is_end, grid_id, grid_id + 1);
   Value next_group = group_ids[next];
