@@ -182,6 +182,19 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
     prefetch_row(b, bm, b.CreateAdd(k0, i64(b, kPrefetchRows + 1)), n);
     auto copy = [&](llvm::Value* p, int64_t cols) {
       llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k2)), kp), i64(b, panel * 2));
+      if (cols == panel && !odd_tail && bm.rows_contiguous()) {
+        // A whole pair of a full panel as vectors: its 2 row loads interleaved into one store.
+        auto* row_vec = llvm::FixedVectorType::get(i16, panel);
+        llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
+        llvm::Value* lo = b.CreateAlignedLoad(row_vec, address_of(b, bm, k0, col0), llvm::Align(2));
+        llvm::Value* hi = b.CreateAlignedLoad(row_vec, address_of(b, bm, b.CreateAdd(k0, i64(b, 1)), col0), llvm::Align(2));
+        std::vector<int> interleave(2 * panel);
+        for (int64_t j = 0; j < panel; ++j)
+          for (int64_t e = 0; e < 2; ++e) interleave[2 * j + e] = static_cast<int>(e * panel + j);
+        b.CreateAlignedStore(b.CreateShuffleVector(lo, hi, interleave), b.CreateInBoundsGEP(i16, packed, dst_row),
+                             llvm::Align(2));
+        return;
+      }
       for (int64_t j = 0; j < panel; ++j) {
         llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j));
         for (int64_t e = 0; e < 2; ++e) {
