@@ -56,6 +56,19 @@ void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed
     prefetch_row(b, bm, b.CreateAdd(kk, i64(b, kPrefetchRows)), n);
     auto copy = [&](llvm::Value* p, int64_t cols) {
       llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), kk), i64(b, panel));
+      if (cols == panel && bm.rows_contiguous() && (bm.dtype == DType::f32 || bm.dtype == DType::bf16)) {
+        // A full panel's row as one vector load and one store; bf16 widened on the way (its bits
+        // are the top half of an f32's).
+        llvm::Value* row = b.CreateAlignedLoad(llvm::FixedVectorType::get(storage_type(b, bm.dtype), panel),
+                                               address_of(b, bm, kk, b.CreateMul(p, i64(b, panel))),
+                                               llvm::Align(dtype_size(bm.dtype)));
+        auto* f32_row = llvm::FixedVectorType::get(f32, panel);
+        if (bm.dtype == DType::bf16)
+          row = b.CreateBitCast(b.CreateShl(b.CreateZExt(row, llvm::FixedVectorType::get(b.getInt32Ty(), panel)), 16),
+                                f32_row);
+        b.CreateAlignedStore(row, b.CreateInBoundsGEP(f32, packed, dst_row), llvm::Align(4));
+        return;
+      }
       for (int64_t j = 0; j < panel; ++j) {
         llvm::Value* v = j < cols ? element(b, bm, kk, b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j)), DType::f32)
                                   : llvm::ConstantFP::get(f32, 0.0);
