@@ -1,9 +1,13 @@
-// Grouped matmul benchmarks: megablox gmm and tgmm (f32 and bf16 inputs, 128-tiles) on an MoE-like
-// problem (m = 2048 tokens, k = 1024, n = 512, 8 experts with uneven token counts, one empty),
-// against OpenBLAS doing the same per-group products (one sgemm per group, measured in the same run),
-// and against a dense tessera matmul of the same m, k, n (what the grouping costs).
+// Grouped matmul benchmarks: megablox gmm and tgmm (f32 and bf16 inputs, f32 out, 128-tiles) on an
+// MoE-like problem (m = 2048 tokens, k = 1024, n = 512, 8 experts with uneven token counts, one
+// empty), on 1 and 2 threads. Each is compared with tessera's dense matmul of the same flops and
+// input dtype (gmm: 2048 x 1024 x 512; tgmm: its k x m times m x n, 1024 x 2048 x 512), which is
+// what grouping costs, and with OpenBLAS doing the same per-group products (one sgemm per group),
+// all measured in the same run.
 //
 //   grouped_matmul [--json results.json] [--runs N]
+#include <fmt/format.h>
+
 #include <tessera/megablox.hpp>
 
 #include <cstdlib>
@@ -15,51 +19,79 @@
 namespace pl = tessera;
 namespace mb = tessera::megablox;
 
-int main(int argc, char** argv) {
-  const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
-  const int64_t m = 2048, k = 1024, n = 512;
-  const std::vector<int32_t> sizes{256, 301, 0, 199, 384, 141, 512, 255};  // sums to m
-  const double flops = 2.0 * m * k * n;
-  const int64_t groups = static_cast<int64_t>(sizes.size());
-  pl::Array group_sizes = pl::Array::from_vector(sizes, {groups});
+namespace {
+
+constexpr int64_t m = 2048, k = 1024, n = 512;
+const std::vector<int32_t> kSizes{256, 301, 0, 199, 384, 141, 512, 255};  // sums to m
+constexpr double kFlops = 2.0 * m * k * n;
+
+struct Problem {
+  int64_t groups = static_cast<int64_t>(kSizes.size());
+  pl::Array group_sizes = pl::Array::from_vector(kSizes, {groups});
   pl::Array lhs = pl::Array::random_normal({m, k}, pl::f32, 0), rhs = pl::Array::random_normal({groups, k, n}, pl::f32, 1);
   pl::Array dout = pl::Array::random_normal({m, n}, pl::f32, 2), lhs_t = pl::transpose(lhs);
-  std::vector<float> c(static_cast<size_t>(m * n)), w(static_cast<size_t>(groups * k * n));
+};
+
+bench::Report run(const Problem& p, int threads, int runs) {
+  pl::set_num_threads(threads);
+  openblas_set_num_threads(threads);
+  bench::Report report(fmt::format("grouped matmul m=2048 k=1024 n=512, 8 groups, {} thread{}", threads, threads > 1 ? "s" : ""));
   const mb::Tiling tiling{128, 128, 128};
+  auto rate = [&](const std::string& name, const std::function<void()>& f, const std::string& baseline = {}) {
+    return report.add_rate(name, bench::measure(f, runs), kFlops, 1e-9, "GFLOP/s", baseline).value;
+  };
+  // A grouped row against the dense one of its dtype, with its ratio to OpenBLAS as a note.
+  auto grouped = [&](const std::string& name, const std::function<void()>& f, const std::string& dense, double blas) {
+    const double v = rate(name, f, dense);
+    report.note(fmt::format("{}: {:.2f}x OpenBLAS sgemm per group", name, v / blas));
+  };
+  std::vector<float> c(static_cast<size_t>(m * n)), w(static_cast<size_t>(p.groups * k * n));
 
-  pl::set_num_threads(1);
-  openblas_set_num_threads(1);
-  bench::Report report("grouped matmul m=2048 k=1024 n=512, 8 groups, 1 thread");
-  const std::string blas = "OpenBLAS sgemm per group (gmm)";
-  report.add_rate(blas, bench::measure([&] {
+  const double blas = rate("OpenBLAS sgemm per group (gmm)", [&] {
     int64_t row = 0;
-    for (int64_t g = 0; g < groups; row += sizes[g], ++g)
-      if (sizes[g]) bench::sgemm(lhs.data_as<float>() + row * k, rhs.data_as<float>() + g * k * n, c.data() + row * n, sizes[g], k, n);
-  }, runs), flops, 1e-9, "GFLOP/s");
-  auto dense = seed::make_matmul(m, k, n, pl::f32, {});
-  pl::Array rhs0 = pl::dynamic_slice_in_dim(rhs, 0, 1, 0).reshape({k, n});
-  report.add_rate("tessera dense matmul, same m k n", bench::measure([&] { dense(lhs, rhs0); }, runs), flops, 1e-9,
-                  "GFLOP/s", blas);
-  report.add_rate("megablox gmm f32", bench::measure([&] { mb::gmm(lhs, rhs, group_sizes, {.tiling = tiling}); }, runs),
-                  flops, 1e-9, "GFLOP/s", blas);
-  pl::Array lhs16 = lhs.astype(pl::bf16), rhs16 = rhs.astype(pl::bf16);
-  report.add_rate("megablox gmm bf16 in, f32 out",
-                  bench::measure([&] { mb::gmm(lhs16, rhs16, group_sizes, {.tiling = tiling}); }, runs), flops, 1e-9,
-                  "GFLOP/s", blas);
+    for (int64_t g = 0; g < p.groups; row += kSizes[g], ++g)
+      if (kSizes[g])
+        bench::sgemm(p.lhs.data_as<float>() + row * k, p.rhs.data_as<float>() + g * k * n, c.data() + row * n, kSizes[g], k, n);
+  });
+  const pl::Array rhs0 = pl::dynamic_slice_in_dim(p.rhs, 0, 1, 0).reshape({k, n});
+  for (pl::DType dt : {pl::f32, pl::bf16}) {
+    const std::string d(pl::dtype_name(dt));
+    const pl::Array lhs = p.lhs.astype(dt), rhs = p.rhs.astype(dt), dense_rhs = rhs0.astype(dt);
+    auto dense = seed::make_matmul(m, k, n, pl::f32, {});
+    const std::string dense_name = "tessera dense matmul " + d + ", 2048x1024x512";
+    rate(dense_name, [&] { dense(lhs, dense_rhs); });
+    grouped("megablox gmm " + d, [&] { mb::gmm(lhs, rhs, p.group_sizes, {.tiling = tiling}); }, dense_name, blas);
+  }
 
-  const std::string blas_t = "OpenBLAS sgemm per group (tgmm)";
-  report.add_rate(blas_t, bench::measure([&] {
+  const double blas_t = rate("OpenBLAS sgemm per group (tgmm)", [&] {
     int64_t row = 0;
-    for (int64_t g = 0; g < groups; row += sizes[g], ++g)
-      if (sizes[g])
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(k), static_cast<int>(n), sizes[g], 1.0f,
-                    lhs_t.data_as<float>() + row, static_cast<int>(m), dout.data_as<float>() + row * n,
+    for (int64_t g = 0; g < p.groups; row += kSizes[g], ++g)
+      if (kSizes[g])
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(k), static_cast<int>(n), kSizes[g], 1.0f,
+                    p.lhs_t.data_as<float>() + row, static_cast<int>(m), p.dout.data_as<float>() + row * n,
                     static_cast<int>(n), 0.0f, w.data() + g * k * n, static_cast<int>(n));
-  }, runs), flops, 1e-9, "GFLOP/s");
-  report.add_rate("megablox tgmm f32",
-                  bench::measure([&] { mb::tgmm(lhs_t, dout, group_sizes, {.tiling = tiling}); }, runs), flops, 1e-9,
-                  "GFLOP/s", blas_t);
-  report.print();
-  bench::write_json(argc, argv, {&report});
+  });
+  for (pl::DType dt : {pl::f32, pl::bf16}) {
+    const std::string d(pl::dtype_name(dt));
+    const pl::Array lhs_t = p.lhs_t.astype(dt), dout = p.dout.astype(dt);
+    auto dense = seed::make_matmul(k, m, n, pl::f32, {});
+    const std::string dense_name = "tessera dense matmul " + d + ", 1024x2048x512";
+    rate(dense_name, [&] { dense(lhs_t, dout); });
+    grouped("megablox tgmm " + d, [&] { mb::tgmm(lhs_t, dout, p.group_sizes, {.tiling = tiling}); }, dense_name, blas_t);
+  }
+  return report;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
+  const Problem p;
+  std::vector<bench::Report> reports;
+  for (int threads : {1, 2}) {
+    reports.push_back(run(p, threads, runs));
+    reports.back().print();
+  }
+  bench::write_json(argc, argv, {&reports[0], &reports[1]});
   return 0;
 }

@@ -80,31 +80,60 @@ void Emitter::emit_dot_accumulate(ir::OpId id) {
   used(op);
 }
 
-MatrixOperand Emitter::matrix(ValueId v) {
+StridedTensor Emitter::strided(ValueId v) {
   const ir::Op* d = fn_.def(v);
   const TensorCg& t = tensor(v);
   if (t.kind == TensorCg::Kind::Lazy && d && d->kind == OpKind::Load && ir::load_operands(*d).mask == ir::kNone) {
     const RefCg& r = ref(ir::load_operands(*d).ref);
-    if (r.shape.size() == 2 && r.strides[1] == 1) return MatrixOperand{r.base, r.dtype, r.strides[0]};
+    return StridedTensor{r.base, r.dtype, r.strides};
+  }
+  if (t.kind == TensorCg::Kind::Lazy && d && d->kind == OpKind::Transpose) {
+    // Result dim i is the operand's dim perm[i]: the same memory, strides permuted.
+    const StridedTensor src = strided(d->operands[0]);
+    const auto& perm = std::get<std::vector<int64_t>>(d->attr);
+    StridedTensor out{src.ptr, src.dtype, {}};
+    for (int64_t p : perm) out.strides.push_back(src.strides[p]);
+    return out;
   }
   materialize(v);
   const TensorCg& m = tensor(v);
-  return MatrixOperand{m.buffer, m.dtype, m.shape.size() == 2 ? m.shape[1] : 1};
+  return StridedTensor{m.buffer, m.dtype, row_major(m.shape)};
 }
 
-// The lhs of a GEMM as a dense f32 matrix, packed at most once per kernel run when it is read in
-// place from a kernel parameter. Parameters do not change while a kernel runs (inputs are
-// read-only, outputs are only written back, never loaded), so a block packed once stays valid;
-// across grid steps the same lhs block recurs (a matmul's A(i, k) for every j), and a small
-// direct-mapped cache keyed by its address turns those repacks into lookups.
-MatrixOperand Emitter::cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int64_t m, int64_t k) {
-  const ir::Op* d = fn_.def(lhs);
-  if (!d || d->kind != OpKind::Load || ir::load_operands(*d).mask != ir::kNone) return a;
+std::vector<MatrixOperand> Emitter::matrices(ValueId v, const std::vector<int64_t>& batch, int64_t row, int64_t col) {
+  const StridedTensor s = strided(v);
+  const Shape& shape = fn_.type(v).shape;
+  const int64_t ld = row < 0 ? 0 : s.strides[row], cs = col < 0 ? 0 : s.strides[col];
+  int64_t count = 1;
+  for (int64_t d : batch) count *= shape[d];
+  std::vector<MatrixOperand> out;
+  for (int64_t bt = 0; bt < count; ++bt) {
+    // The batch index bt, row-major over the batch dims, as an element offset.
+    int64_t offset = 0, rest = bt;
+    for (auto d = batch.rbegin(); d != batch.rend(); ++d) {
+      offset += rest % shape[*d] * s.strides[*d];
+      rest /= shape[*d];
+    }
+    llvm::Value* ptr = offset ? element_address(b_, s.dtype, s.ptr, b_.getInt64(offset)) : s.ptr;
+    out.push_back(MatrixOperand{ptr, s.dtype, ld, cs});
+  }
+  return out;
+}
+
+// A packed copy of operand `v` (its matrix `x`, rows x cols), made by `pack` into `bytes`, at most
+// once per kernel run and block when v is read in place from a kernel parameter; nullptr when it is
+// not. Parameters do not change while a kernel runs (inputs are read-only, outputs are only written
+// back, never loaded), so a block packed once stays valid; across grid steps the same block recurs
+// (a matmul's A(i, k) for every j, megablox gmm's rhs block for every m-tile of its group, and each
+// chunk of a tile), and a small direct-mapped cache keyed by its address turns those repacks into
+// lookups.
+llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t bytes,
+                                  const std::function<void(llvm::Value*)>& pack) {
+  const ir::Op* d = fn_.def(v);
+  if (!d || d->kind != OpKind::Load || ir::load_operands(*d).mask != ir::kNone) return nullptr;
   const RefCg& r = ref(ir::load_operands(*d).ref);
   const ir::ValueInfo& root = fn_.values[r.root];
-  if (root.def != ir::kNone || a.ptr != r.base) return a;  // not a parameter read in place
-  if (a.dtype == DType::f32 && a.ld == k) return a;        // already dense
-  const int64_t bytes = m * k * 4;
+  if (root.def != ir::kNone || x.ptr != r.base) return nullptr;  // not a parameter read in place
   int64_t slots = 1;  // a power of two, up to 16 blocks or 2 MiB
   while (slots < 16 && 2 * slots * bytes <= (int64_t{2} << 20)) slots *= 2;
   llvm::Value* keys = entry_alloca(b_.getPtrTy(), slots);
@@ -112,21 +141,25 @@ MatrixOperand Emitter::cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int
     entry_b_.CreateStore(llvm::ConstantPointerNull::get(b_.getPtrTy()),
                          entry_b_.CreateInBoundsGEP(entry_b_.getPtrTy(), keys, entry_b_.getInt64(s)));
   llvm::Value* buffers = temp(slots * bytes);
-  // Blocks side by side along a row of A start k elements apart: consecutive slots.
+  // Blocks side by side along a row start `cols` elements apart and blocks stacked down a column
+  // `rows` rows apart: either way consecutive blocks land in consecutive slots.
+  const int64_t size = dtype_size(x.dtype);
+  const int64_t across = std::max<int64_t>(cols * x.cs * size, 1), down = std::max<int64_t>(rows * x.ld * size, 1);
+  llvm::Value* address = b_.CreatePtrToInt(x.ptr, b_.getInt64Ty());
   llvm::Value* slot = b_.CreateAnd(
-      b_.CreateUDiv(b_.CreatePtrToInt(a.ptr, b_.getInt64Ty()), b_.getInt64(k * dtype_size(a.dtype))),
+      b_.CreateAdd(b_.CreateUDiv(address, b_.getInt64(across)), b_.CreateUDiv(address, b_.getInt64(down))),
       b_.getInt64(slots - 1));
   llvm::Value* key_slot = b_.CreateInBoundsGEP(b_.getPtrTy(), keys, slot);
-  llvm::Value* dense = b_.CreateInBoundsGEP(b_.getFloatTy(), buffers, b_.CreateMul(slot, b_.getInt64(m * k)));
-  llvm::BasicBlock* pack = llvm::BasicBlock::Create(ctx_, "pack.a", f_);
-  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "pack.a.done", f_);
-  b_.CreateCondBr(b_.CreateICmpNE(b_.CreateLoad(b_.getPtrTy(), key_slot), a.ptr), pack, done);
-  b_.SetInsertPoint(pack);
-  emit_pack_dense_f32(b_, a, dense, m, k);
-  b_.CreateStore(a.ptr, key_slot);
+  llvm::Value* copy = b_.CreateInBoundsGEP(b_.getInt8Ty(), buffers, b_.CreateMul(slot, b_.getInt64(bytes)));
+  llvm::BasicBlock* fill = llvm::BasicBlock::Create(ctx_, "pack", f_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "pack.done", f_);
+  b_.CreateCondBr(b_.CreateICmpNE(b_.CreateLoad(b_.getPtrTy(), key_slot), x.ptr), fill, done);
+  b_.SetInsertPoint(fill);
+  pack(copy);
+  b_.CreateStore(x.ptr, key_slot);
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
-  return MatrixOperand{dense, DType::f32, k};
+  return copy;
 }
 
 void Emitter::compute_dot(ValueId v, const RefCg* into) {
@@ -159,16 +192,18 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   };
   const int64_t B = product(lt, dims.lhs_batch), M = product(lt, lfree), K = product(lt, dims.lhs_contract),
                 N = product(rt_, rfree);
-  const bool simple = B == 1 && lt.rank() == 2 && rt_.rank() == 2 && dims.lhs_contract == std::vector<int64_t>{1} &&
-                      dims.rhs_contract == std::vector<int64_t>{0};
+  // One free and one contracting dim per operand (or none: a vector), any batch dims: the operands
+  // are strided views of their memory, transposed or not, and every form reaches the micro-kernels.
+  const bool strided_views = lfree.size() <= 1 && rfree.size() <= 1 && dims.lhs_contract.size() <= 1 &&
+                             dims.rhs_contract.size() <= 1;
   const bool pairs = gemm_bf16_pairs(target_, lt.dtype, rt_.dtype);
   std::vector<MatrixOperand> a_ops, b_ops;
-  if (simple) {
-    a_ops.push_back(matrix(lhs));
-    b_ops.push_back(matrix(rhs));
-    // The bf16-pair micro-kernel reads A in place; the f32 one wants it dense f32.
-    if (acc == DType::f32 && !pairs) a_ops[0] = cached_dense_lhs(lhs, a_ops[0], M, K);
+  auto only = [](const std::vector<int64_t>& ds) { return ds.empty() ? int64_t{-1} : ds[0]; };
+  if (strided_views) {
+    a_ops = matrices(lhs, dims.lhs_batch, only(lfree), only(dims.lhs_contract));
+    b_ops = matrices(rhs, dims.rhs_batch, only(dims.rhs_contract), only(rfree));
   } else {
+    // Several free or contracting dims in one operand: a temporary with them permuted together.
     auto arrange = [&](ValueId x, const Type& xt, std::vector<int64_t> order, int64_t rows, int64_t cols) {
       // A temporary holding x with its dims permuted into `order`, as [batch][rows][cols].
       std::vector<int64_t> permuted_shape;
@@ -196,9 +231,23 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   // The int8 tile writes i32 C (a dot stored or accumulated into an i32 ref, or the temporary).
   const bool quads = acc == DType::i32 && gemm_int8_quads(target_, lt.dtype, rt_.dtype) &&
                      (!into || into->dtype == DType::i32);
-  llvm::Value* packed =
-      acc == DType::f32 || quads ? temp(gemm_packed_b_bytes(target_, lt.dtype, rt_.dtype, N, K)) : nullptr;
-  llvm::Value* packed_a = acc == DType::f32 && !pairs ? temp(K * M * 4) : nullptr;
+  const bool tiles = acc == DType::f32 || quads;
+  const int64_t packed_bytes = tiles ? gemm_packed_b_bytes(target_, lt.dtype, rt_.dtype, N, K) : 0;
+  llvm::Value* packed = nullptr;
+  llvm::Value* packed_a = tiles ? temp(K * M * 4) : nullptr;
+  bool b_packed = false;
+  if (tiles && B == 1 && strided_views) {
+    // A block of a parameter is packed once per kernel run: B always, an A the f32 tile converts.
+    if (acc == DType::f32 && !pairs && !gemm_f32_reads_a_in_place(a_ops[0]))
+      if (llvm::Value* dense = cached_pack(lhs, a_ops[0], M, K, M * K * 4, [&](llvm::Value* to) {
+            emit_pack_dense(b_, a_ops[0], to, M, K, DType::f32);
+          }))
+        a_ops[0] = MatrixOperand{dense, DType::f32, K};
+    packed = cached_pack(rhs, b_ops[0], K, N, packed_bytes,
+                         [&](llvm::Value* to) { emit_pack_b(b_, target_, lt.dtype, b_ops[0], to, N, K); });
+    b_packed = packed != nullptr;
+  }
+  if (tiles && !packed) packed = temp(packed_bytes);
   llvm::Value* c = nullptr;
   int64_t ldc = N;
   if (into) {
@@ -209,8 +258,8 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   }
   for (int64_t bt = 0; bt < B; ++bt) {
     llvm::Value* cb = into ? c : element_address(b_, acc, c, b_.getInt64(bt * M * N));
-    if (acc == DType::f32) emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a);
-    else if (quads) emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed);
+    if (acc == DType::f32) emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed);
+    else if (quads) emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed);
     else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);
   }
   if (into) return {};

@@ -39,6 +39,13 @@ struct RefCg {
   ValueId root = ir::kNone;      // the alloc or parameter it points into
 };
 
+// A tensor in memory: element i at ptr[sum i[d] * strides[d]] (elements of dtype).
+struct StridedTensor {
+  llvm::Value* ptr = nullptr;
+  DType dtype = DType::f32;
+  std::vector<int64_t> strides;
+};
+
 // A tensor while generating code.
 struct TensorCg {
   enum class Kind {
@@ -170,10 +177,14 @@ class Emitter {
   bool store_dot(const ir::Op& op);
   // ref += dot_general(lhs, rhs).
   void emit_dot_accumulate(ir::OpId id);
-  // A matrix view of a tensor for the GEMM: in place when it is a plain load of a row-major window,
-  // else from a temporary.
-  MatrixOperand matrix(ValueId v);
-  MatrixOperand cached_dense_lhs(ValueId lhs, const MatrixOperand& a, int64_t m, int64_t k);
+  // A tensor as strided memory: in place when it is a plain load of a ref window, or a transpose of
+  // one (its strides permuted), else from a temporary.
+  StridedTensor strided(ValueId v);
+  // The matrices of a dot operand: one per index of its `batch` dims (row-major), rows along dim
+  // `row` and columns along dim `col` (-1: a single row or column), strided views of strided(v).
+  std::vector<MatrixOperand> matrices(ValueId v, const std::vector<int64_t>& batch, int64_t row, int64_t col);
+  llvm::Value* cached_pack(ValueId v, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t bytes,
+                           const std::function<void(llvm::Value*)>& pack);
   // Computes a deferred dot_general: into `into` (an f32 2-D ref), or into a temporary that the
   // tensor then holds.
   void compute_dot(ValueId v, const RefCg* into);

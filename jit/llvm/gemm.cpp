@@ -14,10 +14,15 @@ namespace {
 
 llvm::Value* i64(llvm::IRBuilderBase& b, int64_t v) { return b.getInt64(v); }
 
+// The address of element (row, col) of `m`.
+llvm::Value* address_of(llvm::IRBuilderBase& b, const MatrixOperand& m, llvm::Value* row, llvm::Value* col) {
+  llvm::Value* index = b.CreateAdd(b.CreateMul(row, i64(b, m.ld)), m.cs == 1 ? col : b.CreateMul(col, i64(b, m.cs)));
+  return element_address(b, m.dtype, m.ptr, index);
+}
+
 // Element (row, col) of `m` as a compute value (f32 for float dtypes), converted to `to`.
 llvm::Value* element(llvm::IRBuilderBase& b, const MatrixOperand& m, llvm::Value* row, llvm::Value* col, DType to) {
-  llvm::Value* index = b.CreateAdd(b.CreateMul(row, i64(b, m.ld)), col);
-  llvm::Value* v = load_element(b, m.dtype, element_address(b, m.dtype, m.ptr, index));
+  llvm::Value* v = load_element(b, m.dtype, address_of(b, m, row, col));
   llvm::Type* want = compute_type(b, to);
   if (v->getType() == want) return v;
   if (want->isFloatingPointTy()) return v->getType()->isFloatingPointTy() ? b.CreateFPExt(v, want) : b.CreateSIToFP(v, want);
@@ -26,13 +31,14 @@ llvm::Value* element(llvm::IRBuilderBase& b, const MatrixOperand& m, llvm::Value
 
 // Asks the memory system for row `row` of `m` (its first `cols` elements) ahead of use: the packing
 // loops walk rows that are far apart in a large array, which the hardware prefetcher does not follow.
+// A matrix with strided rows (a transposed view) is walked along its contiguous dim instead.
 void prefetch_row(llvm::IRBuilderBase& b, const MatrixOperand& m, llvm::Value* row, int64_t cols) {
+  if (!m.rows_contiguous()) return;
   llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::prefetch,
                                                              {b.getPtrTy()});
   const int64_t line = 64 / dtype_size(m.dtype);
   for (int64_t c = 0; c < cols; c += line) {
-    llvm::Value* address = element_address(b, m.dtype, m.ptr, b.CreateAdd(b.CreateMul(row, i64(b, m.ld)), i64(b, c)));
-    b.CreateCall(prefetch, {address, b.getInt32(0), b.getInt32(3), b.getInt32(1)});
+    b.CreateCall(prefetch, {address_of(b, m, row, i64(b, c)), b.getInt32(0), b.getInt32(3), b.getInt32(1)});
   }
 }
 
@@ -50,6 +56,19 @@ void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed
     prefetch_row(b, bm, b.CreateAdd(kk, i64(b, kPrefetchRows)), n);
     auto copy = [&](llvm::Value* p, int64_t cols) {
       llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), kk), i64(b, panel));
+      if (cols == panel && bm.rows_contiguous() && (bm.dtype == DType::f32 || bm.dtype == DType::bf16)) {
+        // A full panel's row as one vector load and one store; bf16 widened on the way (its bits
+        // are the top half of an f32's).
+        llvm::Value* row = b.CreateAlignedLoad(llvm::FixedVectorType::get(storage_type(b, bm.dtype), panel),
+                                               address_of(b, bm, kk, b.CreateMul(p, i64(b, panel))),
+                                               llvm::Align(dtype_size(bm.dtype)));
+        auto* f32_row = llvm::FixedVectorType::get(f32, panel);
+        if (bm.dtype == DType::bf16)
+          row = b.CreateBitCast(b.CreateShl(b.CreateZExt(row, llvm::FixedVectorType::get(b.getInt32Ty(), panel)), 16),
+                                f32_row);
+        b.CreateAlignedStore(row, b.CreateInBoundsGEP(f32, packed, dst_row), llvm::Align(4));
+        return;
+      }
       for (int64_t j = 0; j < panel; ++j) {
         llvm::Value* v = j < cols ? element(b, bm, kk, b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j)), DType::f32)
                                   : llvm::ConstantFP::get(f32, 0.0);
@@ -61,13 +80,23 @@ void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed
   });
 }
 
-// Copies A into `packed` as a dense row-major f32 matrix (leading dim k), converting 16-bit floats
-// once. Rows are read and written contiguously, so the loop vectorises; the micro-kernel then finds
-// A on a few pages whatever its original row stride was.
+// A as the f32 micro-tile reads it: f32 in place (gemm_f32_reads_a_in_place), else a dense
+// row-major f32 copy in `packed` (leading dim k), converting 16-bit floats once. Packing an f32 A
+// too measured no faster on the seed matmul and slower for megablox gmm, whose A blocks do not recur
+// soon enough for the packed-A cache (codegen_dot.cpp) to keep them.
 MatrixOperand pack_a(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k) {
-  if (a.dtype == DType::f32 && a.ld == k) return a;  // already dense f32
-  emit_pack_dense_f32(b, a, packed, m, k);
+  if (gemm_f32_reads_a_in_place(a)) return a;
+  emit_pack_dense(b, a, packed, m, k, DType::f32);
   return MatrixOperand{packed, DType::f32, k};
+}
+
+// A as the k-group tiles read it (one 32-bit word per group of a row): in place when its rows are
+// contiguous, else a dense copy of its bits in `packed`.
+MatrixOperand rows_contiguous_a(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m,
+                                int64_t k) {
+  if (a.rows_contiguous()) return a;
+  emit_pack_dense(b, a, packed, m, k, a.dtype);
+  return MatrixOperand{packed, a.dtype, k};
 }
 
 // The C side of a micro-tile: rows [i, i + rows), columns [col0, col0 + cols) of an f32 C with
@@ -166,14 +195,24 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
     prefetch_row(b, bm, b.CreateAdd(k0, i64(b, kPrefetchRows + 1)), n);
     auto copy = [&](llvm::Value* p, int64_t cols) {
       llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k2)), kp), i64(b, panel * 2));
+      if (cols == panel && !odd_tail && bm.rows_contiguous()) {
+        // A whole pair of a full panel as vectors: its 2 row loads interleaved into one store.
+        auto* row_vec = llvm::FixedVectorType::get(i16, panel);
+        llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
+        llvm::Value* lo = b.CreateAlignedLoad(row_vec, address_of(b, bm, k0, col0), llvm::Align(2));
+        llvm::Value* hi = b.CreateAlignedLoad(row_vec, address_of(b, bm, b.CreateAdd(k0, i64(b, 1)), col0), llvm::Align(2));
+        std::vector<int> interleave(2 * panel);
+        for (int64_t j = 0; j < panel; ++j)
+          for (int64_t e = 0; e < 2; ++e) interleave[2 * j + e] = static_cast<int>(e * panel + j);
+        b.CreateAlignedStore(b.CreateShuffleVector(lo, hi, interleave), b.CreateInBoundsGEP(i16, packed, dst_row),
+                             llvm::Align(2));
+        return;
+      }
       for (int64_t j = 0; j < panel; ++j) {
         llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j));
         for (int64_t e = 0; e < 2; ++e) {
           llvm::Value* v = b.getInt16(0);
-          if (j < cols && !(odd_tail && e == 1)) {
-            llvm::Value* row = b.CreateAdd(k0, i64(b, e));
-            v = b.CreateLoad(i16, element_address(b, bm.dtype, bm.ptr, b.CreateAdd(b.CreateMul(row, i64(b, bm.ld)), col)));
-          }
+          if (j < cols && !(odd_tail && e == 1)) v = b.CreateLoad(i16, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col));
           b.CreateStore(v, b.CreateInBoundsGEP(i16, packed, b.CreateAdd(dst_row, i64(b, 2 * j + e))));
         }
       }
@@ -189,7 +228,8 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
 // each column were packed side by side, so one `bvec` load (4 bytes a column) per vector holds a
 // group of k for `width` columns; A's group of row r is one 32-bit word broadcast by `a_vector`
 // (`present` < group only for the last, partial group of k); `dot(acc, a, b)` folds a group into
-// each accumulator. Returns the accumulators after all of k.
+// each accumulator. A's rows must be contiguous (rows_contiguous_a). Returns the accumulators after
+// all of k.
 template <class AVector>
 std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a,
                                        llvm::Value* panel_ptr, llvm::Value* i, int64_t rows, int64_t vectors, int64_t k,
@@ -265,7 +305,7 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
     for (int64_t e = 0; e < 4; ++e) prefetch_row(b, bm, b.CreateAdd(k0, i64(b, kPrefetchRows + e)), n);
     auto copy = [&](llvm::Value* p, int64_t cols) {
       llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k4)), kq), i64(b, panel * 4));
-      if (cols == panel && present == 4) {
+      if (cols == panel && present == 4 && bm.rows_contiguous()) {
         // A whole quad of a full panel as vectors: 4 row loads interleaved into one 4 * panel byte
         // store, and the panel's column sums updated in one vector add.
         auto* row_vec = llvm::FixedVectorType::get(i8, panel);
@@ -274,10 +314,7 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
         std::vector<llvm::Value*> rows;
         llvm::Value* sum = llvm::Constant::getNullValue(sum_vec);
         for (int64_t e = 0; e < 4; ++e) {
-          llvm::Value* row = b.CreateAdd(k0, i64(b, e));
-          rows.push_back(b.CreateAlignedLoad(
-              row_vec, element_address(b, bm.dtype, bm.ptr, b.CreateAdd(b.CreateMul(row, i64(b, bm.ld)), col0)),
-              llvm::Align(1)));
+          rows.push_back(b.CreateAlignedLoad(row_vec, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col0), llvm::Align(1)));
           sum = b.CreateAdd(sum, b.CreateSExt(rows.back(), sum_vec));
         }
         std::vector<int> lo_hi(2 * panel), interleave(4 * panel);
@@ -298,8 +335,7 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
         for (int64_t e = 0; e < 4; ++e) {
           llvm::Value* v = b.getInt8(0);
           if (j < cols && e < present) {
-            llvm::Value* row = b.CreateAdd(k0, i64(b, e));
-            v = b.CreateLoad(i8, element_address(b, bm.dtype, bm.ptr, b.CreateAdd(b.CreateMul(row, i64(b, bm.ld)), col)));
+            v = b.CreateLoad(i8, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col));
             sum = b.CreateAdd(sum, b.CreateSExt(v, i32));
           }
           b.CreateStore(v, b.CreateInBoundsGEP(i8, packed, b.CreateAdd(dst_row, i64(b, 4 * j + e))));
@@ -315,6 +351,12 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
   };
   if (k / 4 > 0) emit_loop(b, k / 4, [&](llvm::Value* kq) { quad(kq, 4); });
   if (k % 4) quad(i64(b, k / 4), k % 4);
+}
+
+// Where the column sums of a quad-packed B start: after its k4 quads of every panel.
+llvm::Value* quad_column_sums(llvm::IRBuilderBase& b, llvm::Value* packed, int64_t n, int64_t k, int64_t panel) {
+  const int64_t panels = (n + panel - 1) / panel;
+  return b.CreateInBoundsGEP(b.getInt8Ty(), packed, i64(b, (k + 3) / 4 * panels * panel * 4));
 }
 
 // One micro-tile on vpdpbusd: as micro_tile_pairs, with an i32 C, B from the quad-packed panel at
@@ -371,6 +413,10 @@ GemmTile gemm_tile(const CpuTarget& target) {
   return GemmTile{.rows = 6, .width = 8, .vectors = 2};
 }
 
+bool gemm_f32_reads_a_in_place(const MatrixOperand& a) {
+  return a.dtype == DType::f32;
+}
+
 bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b) {
   return target.avx512_bf16 && target.avx512 && target.vector_bits >= 512 && a == DType::bf16 && b == DType::bf16;
 }
@@ -388,20 +434,16 @@ int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n
 
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                   llvm::Value* packed_a) {
+                   llvm::Value* packed_a, bool b_packed) {
   const GemmTile tile = gemm_tile(target);
   const int64_t panel = tile.panel(), full_panels = n / panel, rest_cols = n % panel;
   const int64_t full_rows = m / tile.rows * tile.rows, rest_rows = m - full_rows;
   if (m == 0 || n == 0) return;
   const bool pairs = gemm_bf16_pairs(target, a.dtype, bm.dtype);
-  // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast); f32: A dense f32.
-  MatrixOperand a_tiles = a;
-  if (pairs) {
-    pack_b_pairs(b, bm, packed, n, k, panel);
-  } else {
-    pack_b(b, bm, packed, n, k, panel);
-    a_tiles = pack_a(b, a, packed_a, m, k);
-  }
+  // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast) unless its rows are strided; f32:
+  // A dense f32 or transposed f32.
+  if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
+  const MatrixOperand a_tiles = pairs ? rows_contiguous_a(b, a, packed_a, m, k) : pack_a(b, a, packed_a, m, k);
   auto tile_at = [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
     if (pairs) micro_tile_pairs(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols);
     else micro_tile(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols);
@@ -423,37 +465,61 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
 }
 
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
-                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed) {
+                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
+                  llvm::Value* packed_a, bool b_packed) {
   const GemmTile tile = gemm_tile(target);
   const int64_t panel = tile.panel(), full_panels = n / panel, rest_cols = n % panel;
-  const int64_t panels = full_panels + (rest_cols > 0), k4 = (k + 3) / 4;
+  const int64_t k4 = (k + 3) / 4;
   const int64_t full_rows = m / tile.rows * tile.rows, rest_rows = m - full_rows;
   if (m == 0 || n == 0) return;
-  llvm::Value* colsum = b.CreateInBoundsGEP(b.getInt8Ty(), packed, i64(b, k4 * panels * panel * 4));
-  pack_b_quads(b, bm, packed, colsum, n, k, panel);
+  llvm::Value* colsum = quad_column_sums(b, packed, n, k, panel);
+  if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
+  const MatrixOperand a_tiles = rows_contiguous_a(b, a, packed_a, m, k);
   auto panel_tiles = [&](llvm::Value* p, int64_t cols) {
     llvm::Value* panel_ptr = b.CreateInBoundsGEP(b.getInt8Ty(), packed, b.CreateMul(p, i64(b, k4 * panel * 4)));
     llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
     if (full_rows > 0)
       emit_loop(b, i64(b, 0), i64(b, full_rows), i64(b, tile.rows), {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
-        micro_tile_quads(b, tile, a, c, ldc, k, accumulate, panel_ptr, colsum, col0, i, tile.rows, cols);
+        micro_tile_quads(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, colsum, col0, i, tile.rows, cols);
         return std::vector<llvm::Value*>{};
       });
     if (rest_rows > 0)
-      micro_tile_quads(b, tile, a, c, ldc, k, accumulate, panel_ptr, colsum, col0, i64(b, full_rows), rest_rows, cols);
+      micro_tile_quads(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, colsum, col0, i64(b, full_rows), rest_rows, cols);
   };
   if (full_panels > 0) emit_loop(b, full_panels, [&](llvm::Value* p) { panel_tiles(p, panel); });
   if (rest_cols > 0) panel_tiles(i64(b, full_panels), rest_cols);
 }
 
-void emit_pack_dense_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k) {
-  emit_loop(b, m, [&](llvm::Value* r) {
-    prefetch_row(b, a, b.CreateAdd(r, i64(b, kPrefetchRows)), k);
-    emit_loop(b, k, [&](llvm::Value* kk) {
-      b.CreateStore(element(b, a, r, kk, DType::f32),
-                    b.CreateInBoundsGEP(b.getFloatTy(), packed, b.CreateAdd(b.CreateMul(r, i64(b, k)), kk)));
+void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const MatrixOperand& bm, llvm::Value* packed,
+                 int64_t n, int64_t k) {
+  const int64_t panel = gemm_tile(target).panel();
+  if (gemm_int8_quads(target, a, bm.dtype)) {
+    pack_b_quads(b, bm, packed, quad_column_sums(b, packed, n, k, panel), n, k, panel);
+  } else if (gemm_bf16_pairs(target, a, bm.dtype)) {
+    pack_b_pairs(b, bm, packed, n, k, panel);
+  } else {
+    pack_b(b, bm, packed, n, k, panel);
+  }
+}
+
+void emit_pack_dense(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k, DType to) {
+  llvm::Type* bits = b.getIntNTy(8 * static_cast<unsigned>(dtype_size(a.dtype)));
+  auto copy = [&](llvm::Value* r, llvm::Value* kk) {
+    llvm::Value* index = b.CreateAdd(b.CreateMul(r, i64(b, k)), kk);
+    if (to == a.dtype)
+      b.CreateStore(b.CreateLoad(bits, address_of(b, a, r, kk)), b.CreateInBoundsGEP(bits, packed, index));
+    else
+      store_element(b, to, element_address(b, to, packed, index), element(b, a, r, kk, to));
+  };
+  if (a.rows_contiguous()) {
+    emit_loop(b, m, [&](llvm::Value* r) {
+      prefetch_row(b, a, b.CreateAdd(r, i64(b, kPrefetchRows)), k);
+      emit_loop(b, k, [&](llvm::Value* kk) { copy(r, kk); });
     });
-  });
+  } else {
+    // A transposed view: read down A's columns, which are its contiguous runs.
+    emit_loop(b, k, [&](llvm::Value* kk) { emit_loop(b, m, [&](llvm::Value* r) { copy(r, kk); }); });
+  }
 }
 
 void emit_gemm_loops(llvm::IRBuilderBase& b, const MatrixOperand& a, const MatrixOperand& bm, llvm::Value* c,

@@ -33,11 +33,14 @@ class Value;
 
 namespace tessera::jit {
 
-// A row-major matrix in memory: element (r, c) is at ptr[r * ld + c].
+// A strided matrix in memory: element (r, c) is at ptr[r * ld + c * cs]. Row-major has cs = 1; a
+// transposed view (the contracting dim of `x.T @ w`, or of w in `x @ w.T`) has ld = 1.
 struct MatrixOperand {
   llvm::Value* ptr;
   DType dtype;
   int64_t ld;
+  int64_t cs = 1;
+  bool rows_contiguous() const { return cs == 1; }
 };
 
 // The shape of the f32 micro-kernel for a target: `rows` x (`vectors` * `width`) of C.
@@ -50,6 +53,11 @@ struct GemmTile {
 
 GemmTile gemm_tile(const CpuTarget& target);
 
+// Whether the f32 tile reads A where it is: any f32 A, whatever its strides (a tile broadcasts one
+// element of each of its rows per k step, from 8 rows' cache lines, or from adjacent elements of a
+// transposed A); else emit_gemm_f32 converts it into a dense f32 copy first.
+bool gemm_f32_reads_a_in_place(const MatrixOperand& a);
+
 // Whether A . B (dtypes a and b) runs on vdpbf16ps for `target`: both bf16 on an AVX512_BF16 target.
 bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b);
 
@@ -59,24 +67,35 @@ bool gemm_int8_quads(const CpuTarget& target, DType a, DType b);
 // Bytes of the packed-B scratch emit_gemm_f32 needs for a k x n B (operand dtypes a, b) on `target`.
 int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n, int64_t k);
 
-// C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes), C an f32
-// matrix with leading dim ldc. B is packed into panels of gemm_tile(target).panel() f32 columns
-// (`packed`: gemm_packed_b_bytes), the last one zero-padded, and A, unless it is dense f32 already,
-// into a dense f32 copy (`packed_a`: m * k floats), converting 16-bit floats once; on the bf16-pair
-// path (gemm_bf16_pairs) B is packed in k pairs and A read in place (`packed_a` unused).
+// C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes, any
+// strides), C an f32 matrix with leading dim ldc. B is packed into panels of gemm_tile(target).panel()
+// f32 columns (`packed`: gemm_packed_b_bytes), the last one zero-padded; an f32 A is read in place,
+// another one converted once into a dense f32 copy (`packed_a`: m * k floats).
+// On the bf16-pair path (gemm_bf16_pairs) B is packed in k pairs and A read in place, or, when its
+// k pairs are not adjacent (cs != 1), first copied to a dense bf16 matrix in `packed_a`.
+// With `b_packed`, `packed` holds B packed already (emit_pack_b) and B itself is not read.
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                   llvm::Value* packed_a);
+                   llvm::Value* packed_a, bool b_packed = false);
 
 // C (+)= A . B for i8 A (m x k) and B (k x n) into an i32 C (leading dim ldc) on vpdpbusd, for
 // gemm_int8_quads targets: the 8 x 32 tile of i32 accumulators, B packed in k quads with its column
-// sums after them (`packed`: gemm_packed_b_bytes), A read in place. Exact: equal to the interpreter's
-// k-order i32 sums, wrap-around included.
+// sums after them (`packed`: gemm_packed_b_bytes), A read in place (or, when cs != 1, copied to a
+// dense i8 matrix in `packed_a`, m * k bytes). Exact: equal to the interpreter's k-order i32 sums,
+// wrap-around included.
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
-                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed);
+                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
+                  llvm::Value* packed_a, bool b_packed = false);
 
-// Writes A (m x k) into `packed` as a dense row-major f32 matrix, converting 16-bit floats.
-void emit_pack_dense_f32(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k);
+// Packs a k x n B into `packed` (gemm_packed_b_bytes) as the tile for `target` and A's dtype `a`
+// reads it: f32 panels, bf16 k pairs or int8 k quads with their column sums. A packed B depends on
+// B alone, so a caller may pack a block once and run several GEMMs on it (b_packed).
+void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const MatrixOperand& bm, llvm::Value* packed,
+                 int64_t n, int64_t k);
+
+// Writes A (m x k) into `packed` as a dense row-major matrix of dtype `to`: f32 converts 16-bit
+// floats, A's own dtype copies the bits. Reads along whichever of A's dims is contiguous.
+void emit_pack_dense(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k, DType to);
 
 // C (+)= A . B in the accumulator type `acc` (f64, i32 or i64): each C[i][j] sums its products in k
 // order, as the interpreter does. C has dtype `acc` and leading dim ldc.

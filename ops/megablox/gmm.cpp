@@ -128,13 +128,46 @@ struct KernelConfig {
   DType input = DType::f32, out = DType::f32;
 };
 
-// Rows of the current m-tile that belong to the current step's group, as a (tm, cols) mask.
-Value store_mask(Ref offsets, Ref group_ids, Ref m_tile_ids, const Value& grid_id, int64_t tm, int64_t cols) {
-  Value group = group_ids[grid_id];
-  Value start = offsets[group];
-  Value end = offsets[group + 1];
-  Value rows = iota({tm, cols}, 0) + m_tile_ids[grid_id] * static_cast<int32_t>(tm);
-  return (rows >= start) && (rows < end);
+// The rows of a grid step: its m-tile's rows [row0, row0 + tm) and its group's [start, end).
+struct StepRows {
+  Value row0, start, end;
+  StepRows(Ref offsets, Ref group_ids, Ref m_tile_ids, const Value& grid_id, int64_t tm) {
+    Value group = group_ids[grid_id];
+    row0 = m_tile_ids[grid_id] * static_cast<int32_t>(tm);
+    start = offsets[group];
+    end = offsets[group + 1];
+  }
+  // Whether rows [first, first + n) all belong to the group, or some of them.
+  Value all_in(const Operand& first, int64_t n) const { return (start <= first) && (first + static_cast<int32_t>(n) <= end); }
+  Value some_in(const Operand& first, int64_t n) const { return (start < first + static_cast<int32_t>(n)) && (first < end); }
+  // The group's rows among rows [first, first + shape[dim]) as a mask of `shape`, rows along `dim`.
+  Value mask(const Operand& first, const Shape& shape, int dim) const {
+    Value rows = iota(shape, dim) + first;
+    return (rows >= start) && (rows < end);
+  }
+};
+
+// Rows of an m-tile are taken in chunks of this many where the tile crosses a group boundary, so a
+// boundary tile (visited once per group it holds) computes about its group's rows only, not all tm
+// of them: the dot of a chunk outside the group is skipped. The chunk is a multiple of the
+// micro-kernel's 8 rows.
+constexpr int64_t kBoundaryChunk = 32;
+int64_t boundary_chunk(int64_t tm) { return tm % kBoundaryChunk == 0 ? kBoundaryChunk : tm; }
+
+// Runs body(first, n, inside) for the chunks of the step's m-tile that hold rows of its group (rows
+// [first, first + n) of the tile): the whole tile at once, with `inside` true, when it lies inside
+// the group; else each chunk, `inside` false (whether it does is for the body to ask).
+template <class F>
+void for_group_rows(const StepRows& rows, int64_t tm, F&& body) {
+  const int64_t chunk = boundary_chunk(tm);
+  cond(
+      rows.all_in(rows.row0, tm), [&] { body(Operand(0), tm, true); },
+      [&] {
+        loop(0, static_cast<int32_t>(tm / chunk), [&](Value i) {
+          Value first = i * static_cast<int32_t>(chunk);
+          when(rows.some_in(rows.row0 + first, chunk), [&] { body(first, chunk, false); });
+        });
+      });
 }
 
 void gmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_ids, Ref lhs, Ref rhs,
@@ -147,22 +180,28 @@ void gmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_id
     Value first_visit = (grid_id == 0) || (m_tile_ids[grid_id] != m_tile_ids[prev]);
     when(first_visit, [&] { out() = (*existing)(); });
   }
+  const StepRows rows(offsets, group_ids, m_tile_ids, grid_id, c.t.tm);
   // The partial last k tile reads past k: zero those columns (rows of a transposed rhs).
   auto mask_k_rem = [&](const Value& x, int dim) {
     if (c.k_rem == 0) return x;
     return where(iota(x.shape(), dim) < static_cast<int32_t>(c.k_rem), x.astype(DType::f32), 0).astype(x.dtype());
   };
   auto accumulate = [&](bool last_k) {
-    Value l = lhs(), r = rhs();
-    if (last_k) {
-      l = mask_k_rem(l, 1);
-      r = mask_k_rem(r, c.transpose_rhs ? 1 : 0);
-    }
-    DotDimensionNumbers dims{{{1}, {c.transpose_rhs ? 1 : 0}}, {}};
-    named_scope("dot", [&] { acc() += dot_general(l.astype(c.input), r.astype(c.input), dims, DType::f32); });
+    // Rows of acc outside the group are never stored, so only the chunks holding none are skipped.
+    for_group_rows(rows, c.t.tm, [&](const Operand& first, int64_t n, bool) {
+      Value l = lhs.at(ds(first, n), all)(), r = rhs();
+      if (last_k) {
+        l = mask_k_rem(l, 1);
+        r = mask_k_rem(r, c.transpose_rhs ? 1 : 0);
+      }
+      DotDimensionNumbers dims{{{1}, {c.transpose_rhs ? 1 : 0}}, {}};
+      named_scope("dot", [&] {
+        acc.at(ds(first, n), all)() += dot_general(l.astype(c.input), r.astype(c.input), dims, DType::f32);
+      });
+    });
     if (last_k) {
       named_scope("store", [&] {
-        Value mask = store_mask(offsets, group_ids, m_tile_ids, grid_id, c.t.tm, c.t.tn);
+        Value mask = rows.mask(rows.row0, {c.t.tm, c.t.tn}, 0);
         out() = select(mask, acc(), out().astype(DType::f32)).astype(c.out);
       });
     }
@@ -170,22 +209,36 @@ void gmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_id
   cond(k_i == static_cast<int32_t>(c.tiles_k - 1), [&] { accumulate(true); }, [&] { accumulate(false); });
 }
 
+// lhs arrives as (k, m) blocks, rhs as (m, n): the tiles' m is the contracted dim.
 void tgmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_ids, Ref lhs, Ref rhs,
                  const std::optional<Ref>& existing, Ref out, Ref acc) {
   const Value grid_id = program_id(2);
   Value group = group_ids[grid_id];
   Value prev = where(grid_id > 0, grid_id - 1, 0);
   Value prev_group = group_ids[prev];
-  when((grid_id == 0) || (prev_group != group), [&] { acc() = zeros_like(acc); });
-  // Empty groups get a step only so that their output is written (zeros).
-  Value group_size = offsets[group + 1] - offsets[group];
-  when(group_size > 0, [&] {
-    Value rhs_mask = store_mask(offsets, group_ids, m_tile_ids, grid_id, c.t.tm, c.t.tn);
-    Value lhs_mask = store_mask(offsets, group_ids, m_tile_ids, grid_id, c.t.tm, c.t.tk);
-    Value l = swapaxes(select(lhs_mask, lhs().astype(DType::f32), zeros({c.t.tm, c.t.tk}, DType::f32)), 0, 1);
-    Value r = select(rhs_mask, rhs().astype(DType::f32), zeros({c.t.tm, c.t.tn}, DType::f32));
-    named_scope("dot", [&] { acc() += dot(l.astype(c.input), r.astype(c.input), DType::f32); });
+  // An f32 output block stays put while the steps of one group run (its index is the group's), so
+  // it is the accumulator itself, started from existing_out: no copy of acc into it per group.
+  const bool into_out = c.out == DType::f32;
+  Ref sum = into_out ? out : acc;
+  when((grid_id == 0) || (prev_group != group), [&] {
+    if (into_out && existing) out() = (*existing)();
+    else sum() = zeros_like(sum);
   });
+  // Empty groups get a step only so that their output is written (zeros): no chunk holds their rows.
+  const StepRows rows(offsets, group_ids, m_tile_ids, grid_id, c.t.tm);
+  for_group_rows(rows, c.t.tm, [&](const Operand& first, int64_t n, bool inside) {
+    Value l = lhs.at(all, ds(first, n))(), r = rhs.at(ds(first, n), all)();
+    // A chunk across a group boundary zeroes the other groups' rows of both operands.
+    auto masked = [&](const Value& x, int dim) {
+      return select(rows.mask(rows.row0 + first, x.shape(), dim), x.astype(DType::f32), zeros(x.shape(), DType::f32));
+    };
+    auto dot_of = [&](const Value& a, const Value& b) {
+      named_scope("dot", [&] { sum() += dot(a.astype(c.input), b.astype(c.input), DType::f32); });
+    };
+    if (inside) dot_of(l, r);
+    else cond(rows.all_in(rows.row0 + first, n), [&] { dot_of(l, r); }, [&] { dot_of(masked(l, 1), masked(r, 0)); });
+  });
+  if (into_out) return;
   Value is_end = grid_id == num_programs(2) - 1;
   Value next = where(is_end, grid_id, grid_id + 1);
   Value next_group = group_ids[next];
@@ -400,7 +453,7 @@ Array tgmm(const Array& lhs, const Array& rhs, const Array& group_sizes, const T
   KernelConfig c{p.t, p.tiles_k, 0, false, o.existing_out.has_value(), input_dtype(lhs, rhs), out_dtype};
   const Tiling t = p.t;
   auto lhs_map = [](Value, Value k_i, Value grid_id, Ref, Ref, Ref m_tile_ids, Ref) {
-    return idx(m_tile_ids[grid_id], k_i);
+    return idx(k_i, m_tile_ids[grid_id]);
   };
   auto rhs_map = [](Value n_i, Value, Value grid_id, Ref, Ref, Ref m_tile_ids, Ref) {
     return idx(m_tile_ids[grid_id], n_i);
@@ -409,11 +462,10 @@ Array tgmm(const Array& lhs, const Array& rhs, const Array& group_sizes, const T
     return idx(group_ids[grid_id] - group_offset[0], k_i, n_i);
   };
   BlockSpec out_spec({squeezed, t.tk, t.tn}, out_map);
-  std::vector<BlockSpec> in_specs{BlockSpec({t.tm, t.tk}, lhs_map), BlockSpec({t.tm, t.tn}, rhs_map)};
-  // The kernel walks lhs by rows of m: hand it lhs transposed, (m, k).
+  std::vector<BlockSpec> in_specs{BlockSpec({t.tk, t.tm}, lhs_map), BlockSpec({t.tm, t.tn}, rhs_map)};
   return launch<tgmm_kernel>("tgmm", c, p, {p.tiles_n, p.tiles_k, p.md.num_tiles}, std::move(in_specs), out_spec,
                              {t.tk, t.tn}, ShapeDtype({p.local_groups, p.k, p.n}, out_dtype),
-                             tgmm_cost(p, lhs, rhs, out_dtype), o.interpret, transpose(lhs, {}, loc), rhs,
+                             tgmm_cost(p, lhs, rhs, out_dtype), o.interpret, lhs, rhs,
                              o.existing_out, loc);
 }
 

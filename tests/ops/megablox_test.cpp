@@ -170,6 +170,28 @@ TEST_SUITE("ops") {
     }
   }
 
+  // m-tiles of 64 rows, which the kernels split into chunks of 32 where a group boundary crosses the
+  // tile: groups ending inside the first chunk, at a chunk's edge, inside a later chunk, a group
+  // wholly inside one chunk, an empty group, and a tile wholly inside one group.
+  TEST_CASE("megablox: gmm and tgmm on m-tiles split in chunks at group boundaries match the reference") {
+    const std::vector<int32_t> sizes{5, 27, 0, 40, 3, 53, 64};
+    const int64_t m = 192, k = 40, n = 48;
+    for (pl::DType dt : {pl::f32, pl::bf16}) {
+      pl::Array x = pl::Array::random_normal({m, k}, dt, 11), w = pl::Array::random_normal({7, k, n}, dt, 12);
+      pl::Array xt = pl::Array::random_normal({k, m}, dt, 13), dy = pl::Array::random_normal({m, n}, dt, 14);
+      pl::Array want_gmm = naive_gmm(x, w, sizes, 0, false, nullptr, pl::f32);
+      pl::Array want_tgmm = naive_tgmm(xt, dy, sizes, 0, 7, nullptr, pl::f32);
+      for (auto& b : testing::backends()) {
+        INFO("dtype " << pl::dtype_name(dt) << ", " << b.name);
+        const mb::Tiling tiling{64, 16, 32};
+        CHECK(pl::allclose(mb::gmm(x, w, sizes_array(sizes), {.tiling = tiling, .interpret = b.options.interpret}),
+                           want_gmm, tol(dt, pl::f32), tol(dt, pl::f32)));
+        CHECK(pl::allclose(mb::tgmm(xt, dy, sizes_array(sizes), {.tiling = tiling, .interpret = b.options.interpret}),
+                           want_tgmm, tol(dt, pl::f32), tol(dt, pl::f32)));
+      }
+    }
+  }
+
   TEST_CASE("megablox: tgmm over a shard of groups, accumulating into existing_out") {
     const std::vector<int32_t> sizes{7, 25, 0, 16, 16};
     pl::Array lhs = pl::Array::random_normal({24, 64}, pl::f32, 8);

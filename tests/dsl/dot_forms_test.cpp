@@ -1,0 +1,186 @@
+// The dot_general forms besides A[m,k] . B[k,n]: a transposed lhs (contracting dims (0, 0), as
+// megablox tgmm's x.T @ dy), a transposed rhs ((1, 1), x @ w.T), both, batched ones, and a dot of an
+// explicit transpose. Each reaches the target's register-blocked micro-kernel on strided views of
+// its operands (jit/llvm/gemm.h, docs/design.md §8): the disassembled code holds the tile's
+// instructions, and on every target this CPU runs the results agree with the interpreter, f32 and
+// bf16 within the dot tolerance, int8 exactly.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "jit/llvm/compiler.h"
+#include "jit/llvm/disassembler.h"
+#include "tests/support/kernels.h"
+
+using namespace tessera;
+namespace pl = tessera;
+
+namespace {
+
+// A dot_general form: operand shapes built from (batch, m, k, n) and its dimension numbers.
+struct Form {
+  const char* name;
+  bool lhs_t, rhs_t, batched, explicit_transpose;
+  pl::Shape lhs(int64_t b, int64_t m, int64_t k) const {
+    pl::Shape s = lhs_t ? pl::Shape{k, m} : pl::Shape{m, k};
+    if (batched) s.insert(s.begin(), b);
+    return s;
+  }
+  pl::Shape rhs(int64_t b, int64_t k, int64_t n) const {
+    pl::Shape s = rhs_t ? pl::Shape{n, k} : pl::Shape{k, n};
+    if (batched) s.insert(s.begin(), b);
+    return s;
+  }
+  pl::Shape out(int64_t b, int64_t m, int64_t n) const { return batched ? pl::Shape{b, m, n} : pl::Shape{m, n}; }
+  pl::DotDimensionNumbers dims() const {
+    const int64_t o = batched ? 1 : 0;
+    if (explicit_transpose) return {{{1}, {0}}, {}};
+    pl::DotDimensionNumbers d{{{(lhs_t ? 0 : 1) + o}, {(rhs_t ? 1 : 0) + o}}, {}};
+    if (batched) d.batch = {{0}, {0}};
+    return d;
+  }
+  // The dot of x and y in this form, in `out` (f32 or i32).
+  pl::Value dot(pl::Value x, pl::Value y, pl::DType out) const {
+    if (explicit_transpose) x = pl::swapaxes(x, 0, 1);  // x is (k, m): the dot reads it through the transpose
+    return pl::dot_general(x, y, dims(), out);
+  }
+};
+
+const Form kForms[] = {
+    {"x.T @ y (contract 0, 0)", true, false, false, false},
+    {"x @ y.T (contract 1, 1)", false, true, false, false},
+    {"x.T @ y.T (contract 0, 1)", true, true, false, false},
+    {"batched x @ y", false, false, true, false},
+    {"batched x.T @ y.T", true, true, true, false},
+    {"swapaxes(x) @ y", true, false, false, true},
+};
+
+// The kernel `o() = dot` or `o() = c(); o() += dot` in `form`, compiled for `target` or interpreted.
+pl::Array run(const Form& form, bool accumulate, pl::DType out, const pl::Array& x, const pl::Array& y,
+              const pl::Array& c, const pl::CallOptions& options) {
+  auto kernel = [form, accumulate, out](pl::Ref xr, pl::Ref yr, pl::Ref cr, pl::Ref o) {
+    if (!accumulate) {
+      o() = form.dot(xr(), yr(), out);
+      return;
+    }
+    o() = cr();
+    o() += form.dot(xr(), yr(), out);
+  };
+  return pl::pallas_call(kernel, pl::GridSpec{}, pl::ShapeDtype(c.shape(), out), options)(x, y, c);
+}
+
+// Deterministic i8 values over the whole range, -128 included.
+pl::Array int8s(const pl::Shape& shape, uint32_t seed) {
+  std::vector<int8_t> v(static_cast<size_t>(pl::num_elements(shape)));
+  uint32_t state = seed;
+  for (auto& e : v) {
+    state = state * 1664525u + 1013904223u;
+    e = static_cast<int8_t>(state >> 24);
+  }
+  v.front() = -128;
+  return pl::Array::from_vector(v, shape);
+}
+
+struct Shape4 {
+  int64_t b, m, k, n;
+};
+// Full tiles and row tails (13 = 8 + 5 = 2 * 6 + 1), full panels and masked column tails (70 = 2 * 32
+// + 6 = 4 * 16 + 6), an odd k with k % 4 != 0; two batches. (Each case compiles its kernels, so
+// the tails of the plain form's many shapes are left to target_test.cpp.)
+const Shape4 kShapes[] = {{2, 13, 17, 70}};
+
+// Calls body(compiled, form, shape, accumulate) for every target this CPU runs (`compiled` selects
+// it), every form and shape, storing the dot and accumulating it.
+template <class F>
+void sweep(F&& body) {
+  for (std::string_view name : jit::target_names()) {
+    if (!jit::missing_on_host(jit::cpu_target(name)).empty()) continue;
+    INFO("target " << std::string(name));
+    pl::CallOptions compiled;
+    compiled.compiler_params.target = std::string(name);
+    for (const Form& form : kForms) {
+      INFO("form " << form.name);
+      for (const Shape4& s : kShapes) {
+        INFO("b, m, k, n = " << s.b << ", " << s.m << ", " << s.k << ", " << s.n);
+        for (bool acc : {false, true}) {
+          INFO(std::string(acc ? "o() += dot" : "o() = dot"));
+          body(compiled, form, s, acc);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("jit") {
+  TEST_CASE("dot forms: transposed and batched float dots agree with the interpreter on every runnable target") {
+    const std::pair<pl::DType, pl::DType> dtypes[] = {{pl::f32, pl::f32}, {pl::bf16, pl::bf16}, {pl::bf16, pl::f32}};
+    sweep([&](const pl::CallOptions& compiled, const Form& form, const Shape4& s, bool acc) {
+      for (const auto& [lt, rt] : dtypes) {
+        INFO("dtypes " << pl::dtype_name(lt) << " x " << pl::dtype_name(rt));
+        const pl::Array x = pl::Array::random_normal(form.lhs(s.b, s.m, s.k), lt, 3),
+                        y = pl::Array::random_normal(form.rhs(s.b, s.k, s.n), rt, 4),
+                        c = pl::Array::random_normal(form.out(s.b, s.m, s.n), pl::f32, 5);
+        const double tolerance = 1e-6 * static_cast<double>(s.k + 1);
+        CHECK(pl::allclose(run(form, acc, pl::f32, x, y, c, compiled),
+                           run(form, acc, pl::f32, x, y, c, testing::interpret()), tolerance, tolerance));
+      }
+    });
+  }
+
+  TEST_CASE("dot forms: transposed and batched int8 dots equal the interpreter's on every runnable target") {
+    sweep([&](const pl::CallOptions& compiled, const Form& form, const Shape4& s, bool acc) {
+      const pl::Array x = int8s(form.lhs(s.b, s.m, s.k), 3), y = int8s(form.rhs(s.b, s.k, s.n), 4),
+                      c = int8s(form.out(s.b, s.m, s.n), 5).astype(pl::i32);
+      CHECK(run(form, acc, pl::i32, x, y, c, compiled).to_vector<int32_t>() ==
+            run(form, acc, pl::i32, x, y, c, testing::interpret()).to_vector<int32_t>());
+    });
+  }
+
+  // Compiled for every named target (any host can compile for any target): each form's code (lhs
+  // transposed, rhs transposed, batched) holds
+  // the tile of its dtype, as the plain form's does (target_test.cpp), and no scalar multiply-add
+  // loop: 16 zmm FMAs (8 x 32) or 12 ymm FMAs (6 x 16) for f32, 16 vdpbf16ps for bf16 x bf16 on
+  // AVX512_BF16, 16 vpdpbusd for int8 on AVX512_VNNI.
+  TEST_CASE("dot forms: transposed and batched dots compile to the target's micro-kernel") {
+    struct Lowered {
+      std::vector<pl::PallasCall<pl::Array>> calls;
+      std::vector<std::pair<std::string, const ir::Function*>> fns;  // (form and dtype, lowered IR)
+    };
+    static Lowered* lowered = [] {
+      auto* l = new Lowered();
+      l->calls.reserve(3 * std::size(kForms));
+      for (const Form& form : {kForms[0], kForms[1], kForms[3]})
+        for (pl::DType dt : {pl::f32, pl::bf16, pl::i8}) {
+          const pl::DType out = dt == pl::i8 ? pl::i32 : pl::f32;
+          auto kernel = [form, out](pl::Ref x, pl::Ref y, pl::Ref o) { o() = form.dot(x(), y(), out); };
+          l->calls.push_back(pl::pallas_call(kernel, pl::GridSpec{}, pl::ShapeDtype(form.out(2, 64, 64), out)));
+          const ir::Function& fn = l->calls.back().lowered(
+              {pl::Array::zeros(form.lhs(2, 64, 64), dt), pl::Array::zeros(form.rhs(2, 64, 64), dt)});
+          l->fns.emplace_back(std::string(form.name) + " " + std::string(pl::dtype_name(dt)), &fn);
+        }
+      return l;
+    }();
+    for (std::string_view name : jit::target_names()) {
+      const jit::CpuTarget& t = jit::cpu_target(name);
+      INFO("target " << t.str());
+      for (const auto& [what, fn] : lowered->fns) {
+        INFO("kernel " << what);
+        const std::vector<jit::Instruction> code = jit::disassemble(jit::compile_object(*fn, name));
+        auto count = [&](std::string_view mnemonic, std::string_view operand) {
+          int n = 0;
+          for (const jit::Instruction& i : code) n += i.mnemonic.starts_with(mnemonic) && i.text.find(operand) != std::string::npos;
+          return n;
+        };
+        const bool bf16 = what.ends_with("bf16"), i8 = what.ends_with("i8");
+        if (i8 && t.avx512_vnni) CHECK(count("vpdpbusd", "zmm") >= 16);
+        else if (bf16 && t.avx512_bf16) CHECK(count("vdpbf16ps", "zmm") >= 16);
+        else if (!i8 && t.avx512) CHECK(count("vfmadd231ps", "zmm") >= 16);
+        else if (!i8) CHECK(count("vfmadd231ps", "ymm") >= 12);
+        if (!i8) CHECK(count("vfmadd231ss", "") == 0);  // no scalar dot loop
+      }
+    }
+  }
+}
