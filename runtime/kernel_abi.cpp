@@ -28,6 +28,8 @@ R guarded(CoreContext* core, int32_t op, R on_failure, F body) {
     fail(core, op, f.what());
   } catch (const std::bad_alloc&) {
     fail(core, op, "out of memory while running the kernel");
+  } catch (const UserError& e) {  // make_buffer: out of memory, naming the buffer and its bytes
+    fail(core, op, e.problem() + ": " + e.given());
   } catch (const std::exception& e) {
     fail(core, op, std::string("the runtime failed while running the kernel: ") + e.what());
   }

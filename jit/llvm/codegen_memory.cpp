@@ -134,8 +134,9 @@ void Emitter::emit_block_view(ir::OpId id) {
   llvm::Value* offset = b_.getInt64(0);
   for (size_t d = 0; d < rank; ++d) {
     llvm::Value* start = b_.CreateSExt(tensor(operands.starts[d]).scalar, b_.getInt64Ty());
+    // rt::block_start_valid: in a zero-size dim the one valid start is 0.
     bad = b_.CreateOr(bad, b_.CreateOr(b_.CreateICmpSLT(start, b_.getInt64(0)),
-                                       b_.CreateICmpSGE(start, b_.getInt64(array.shape[d]))));
+                                       b_.CreateICmpSGE(start, b_.getInt64(std::max<int64_t>(array.shape[d], 1)))));
     offset = b_.CreateAdd(offset, b_.CreateMul(start, b_.getInt64(array.strides[d])));
   }
   llvm::BasicBlock* fault = llvm::BasicBlock::Create(ctx_, "block.fault", f_);

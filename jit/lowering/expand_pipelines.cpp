@@ -162,7 +162,10 @@ class Expander {
   // Whether every block of the operand lies wholly inside the array (the blocked dims divide it).
   static bool divides(const Shape& array, const PipelineOperand& po) {
     for (size_t d = 0; d < array.size(); ++d)
-      if (!po.squeezed[d] && array[d] % po.block[d] != 0) return false;
+      // A block larger than its array (an empty one, say) is padded, so copied; a zero-size block
+      // (of a zero-size array passed whole) divides its zero-size dim.
+      if (!po.squeezed[d] && (po.block[d] > array[d] || (po.block[d] != 0 && array[d] % po.block[d] != 0)))
+        return false;
     return true;
   }
 
