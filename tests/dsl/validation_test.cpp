@@ -181,3 +181,69 @@ TEST_SUITE("dsl") {
     });
   }
 }
+
+namespace {
+
+// A 1-D i8 array of 2^31 + 128 elements (2 GiB of address space, never written but for the 128
+// elements past 2^31, so only their pages become memory): element 2^31 + k holds k.
+const pl::Array& past_2_31() {
+  static const pl::Array a = [] {
+    pl::Array x = pl::Array::empty({(int64_t{1} << 31) + 128}, pl::i8);
+    int8_t* p = x.mutable_data_as<int8_t>();
+    for (int64_t k = 0; k < 128; ++k) p[(int64_t{1} << 31) + k] = static_cast<int8_t>(k);
+    return x;
+  }();
+  return a;
+}
+
+}  // namespace
+
+TEST_SUITE("dsl") {
+  TEST_CASE("validation: block offsets past 2^31 are 64-bit in both backends") {
+    testing::for_each_backend([](const pl::CallOptions& options) {
+      // Block 2^25 of 64 elements starts at element 2^31: its i32 offset wrapped to -2^31.
+      const pl::BlockSpec far({64}, [](pl::Value) { return pl::idx(int64_t{1} << 25); });
+      auto call = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); },
+                                  pl::GridSpec{.grid = {1}, .in_specs = {far}, .out_specs = {pl::BlockSpec({64}, [](pl::Value i) { return pl::idx(i); })}},
+                                  pl::ShapeDtype({64}, pl::i8), options);
+      const pl::Array out = call(past_2_31());
+      CHECK(out.at<int8_t>({0}) == 0);
+      CHECK(out.at<int8_t>({63}) == 63);
+      // A DMA from a window past 2^31 of an array left in HBM, its start a literal beyond i32.
+      auto dma = pl::pallas_call(
+          [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sem) {
+            pl::async_copy(x.at(pl::ds((int64_t{1} << 31) + 64, 64)), buf, sem).wait();
+            o() = buf();
+          },
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .scratch_shapes = {pl::VMEM({64}, pl::i8), pl::SemaphoreType::DMA}},
+          pl::ShapeDtype({64}, pl::i8), options);
+      const pl::Array copied = dma(past_2_31());
+      CHECK(copied.at<int8_t>({0}) == 64);
+      CHECK(copied.at<int8_t>({63}) == 127);
+    });
+  }
+
+  TEST_CASE("validation: an index of 2^32 or more is checked as itself, not truncated into range") {
+    testing::for_each_backend([](const pl::CallOptions& options) {
+      // ids[0] = 2^32 + 3: cast to i32 it was 3, and the kernel silently read elements 3..6.
+      int line = 0;
+      auto call = pl::pallas_call(
+          [&](pl::Ref ids, pl::Ref x, pl::Ref o) {
+            line = __LINE__ + 1;
+            o() = x(pl::ds(ids(0), 4));
+          },
+          pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1}, pl::ShapeDtype({4}, pl::f32), options);
+      const pl::Array ids = pl::Array::from_vector<int64_t>({(int64_t{1} << 32) + 3}, {1}, pl::i64);
+      try {
+        call(ids, pl::Array::arange(8, pl::f32));
+        FAIL("expected a RuntimeError");
+      } catch (const RuntimeError& e) {
+        const std::string what = e.what();
+        CHECK(what.find("out-of-bounds slice of `input 0 block`: ds(4294967299, 4)") != std::string::npos);
+        CHECK(e.loc().line == static_cast<uint32_t>(line));
+      }
+      const pl::Array fine = pl::Array::from_vector<int64_t>({3}, {1}, pl::i64);
+      CHECK(call(fine, pl::Array::arange(8, pl::f32)).at<float>({0}) == 3.0f);
+    });
+  }
+}
