@@ -194,7 +194,7 @@ static bool directly_accessible(const Ref& r) {
 
 RefSlot Ref::slot(const std::vector<Indexer>& indexers, SourceLoc loc) const {
   Ref v = view(indexers, loc);
-  if (!directly_accessible(v)) return RefSlot(v, Value());
+  if (!directly_accessible(v)) return RefSlot(v, Value(), loc);
   auto& ctx = detail::TraceContext::current("ref load", loc);
   // Loading eagerly gives Pallas's meaning to `auto v = x();`; an unused load is removed later.
   Value loaded = Value::wrap(ctx, ctx.emit_value(OpKind::Load, {v.id()}, v.type().value_type(), {}, loc));
@@ -247,7 +247,7 @@ RefSlot& RefSlot::operator=(const Operand& v) && {
   return *this;
 }
 RefSlot& RefSlot::operator=(const RefSlot& v) && {
-  if (!v.loaded()) detail::check_direct_access(v.ref(), false, SourceLoc{});
+  if (!v.loaded()) detail::check_direct_access(v.ref(), false, v.loc());  // o() = x(): blame x()'s line
   return std::move(*this) = Operand(static_cast<const Value&>(v), detail::loc_of(v));
 }
 
