@@ -1,6 +1,8 @@
 #include "jit/ir/diagnostics.h"
 
 #include <fmt/format.h>
+
+#include <atomic>
 #include <fmt/ranges.h>
 
 namespace tessera {
@@ -37,10 +39,16 @@ std::string ExecutionPoint::str() const {
   return s;
 }
 
+uint64_t next_failure_sequence() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
 RuntimeError::RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc)
     : Error(fmt::format("{}\n  where: {}\n  at:    {}", what, where.str(), loc.str())),
       what_(std::move(what)),
       where_(std::move(where)),
-      loc_(loc) {}
+      loc_(loc),
+      sequence_(next_failure_sequence()) {}
 
 }  // namespace tessera
