@@ -22,10 +22,7 @@ void emit_pipeline_impl(const PipelineSpec& spec, int body_arity, const std::fun
             fmt::format("a body of {} pl::Ref parameter(s) for {} in_specs and {} out_specs", body_arity, ni, no),
             "give the body one pl::Ref per input block, then one per output block (capture scratch from the kernel)",
             loc);
-  for (size_t d = 0; d < spec.grid.size(); ++d)
-    if (spec.grid[d] < 0)
-      pc.fail("grid dims must be >= 0", fmt::format("grid {} has {} in dim {}", shape_tuple_str(spec.grid), spec.grid[d], d),
-              "use non-negative grid sizes", loc);
+  const int64_t steps = pc.check_grid();
   if (!spec.dimension_semantics.empty() && spec.dimension_semantics.size() != spec.grid.size())
     pc.fail("dimension_semantics must have one entry per grid dim",
             fmt::format("{} entries for a grid of {} dims", spec.dimension_semantics.size(), spec.grid.size()),
@@ -52,8 +49,6 @@ void emit_pipeline_impl(const PipelineSpec& spec, int body_arity, const std::fun
     pa.operands.push_back(pipeline_operand(pc, *specs.back(), r.shape(), name, output, false));
     arrays.push_back(r.id());
   }
-  int64_t steps = 1;
-  for (int64_t g : spec.grid) steps *= g;
   const Value lo = constant(ctx, ir::Literal::of_int(0), Type::scalar(DType::index), loc);
   const Value hi = constant(ctx, ir::Literal::of_int(steps), Type::scalar(DType::index), loc);
   trace_pipeline(ctx, pc, std::move(pa), specs, lo.id(), hi.id(), arrays, body);

@@ -120,6 +120,7 @@ void MpmdImpl::validate(std::span<const Array> args, SourceLoc loc) const {
                        "scratch",
                        spec_.pairs[p].kernel.arity, ni + no + ns, ni, no, ns),
            "make every kernel take one pl::Ref per input, output and scratch buffer, in that order", spec_.pairs[p].loc);
+  check_out_shapes(spec_.out_shapes);
   check_aliases(spec_.options.input_output_aliases, args, std::nullopt, spec_.out_shapes, loc);
   for (size_t k = 0; k < ns; ++k)
     if (!shared(spec_.scratch_shapes[k]))
@@ -161,6 +162,7 @@ ir::Function MpmdImpl::trace(size_t pair, std::span<const Array> args) const {
 }
 
 std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, SourceLoc loc) {
+  check_not_tracing(loc);  // before the lock, which the trace of this very call may hold
   std::lock_guard lock(mutex_);
   std::string key;
   for (const Array& a : args) key += fmt::format("{}[{}];", dtype_name(a.dtype()), fmt::join(a.shape(), ","));

@@ -118,10 +118,7 @@ void CallImpl::validate(std::span<const Array> args, SourceLoc loc) const {
                      spec_.kernel.arity, expected_arity, np, ni, no, spec_.scratch_shapes.size()),
          "make the kernel take one pl::Ref per scalar-prefetch operand, input, output and scratch buffer, in that order",
          loc);
-  for (size_t d = 0; d < spec_.grid.size(); ++d)
-    if (spec_.grid[d] < 0)
-      fail("grid dims must be >= 0", fmt::format("grid ({}) has {} in dim {}", fmt::join(spec_.grid, ", "), spec_.grid[d], d),
-           "use non-negative grid sizes", spec_.loc);
+  PipelineContext{title(), spec_.loc, spec_.grid, {}, 1}.check_grid();
   const auto& sem = spec_.options.compiler_params.dimension_semantics;
   if (!sem.empty()) {
     if (sem.size() != spec_.grid.size())
@@ -143,6 +140,7 @@ void CallImpl::validate(std::span<const Array> args, SourceLoc loc) const {
   if (spec_.options.interpret && spec_.options.interpret->num_cores_or_threads < 1)
     fail("InterpretParams::num_cores_or_threads must be >= 1",
          fmt::format("{}", spec_.options.interpret->num_cores_or_threads), "use 1 or more cores", spec_.loc);
+  check_out_shapes(spec_.out_shapes);
   if (const auto& ip = spec_.options.interpret) {
     if (ip->num_schedules < 1)
       fail("InterpretParams::num_schedules must be >= 1", fmt::format("{}", ip->num_schedules),
@@ -220,6 +218,7 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
 }
 
 std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, SourceLoc loc) {
+  check_not_tracing(loc);  // before the lock, which the trace of this very call may hold
   std::lock_guard lock(mutex_);
   if (last_ && same_signature(last_signature_, args)) return last_;
   std::string key;

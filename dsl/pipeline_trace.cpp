@@ -11,6 +11,26 @@ void PipelineContext::fail(std::string problem, std::string given, std::string f
   throw UserError(fmt::format("{}: {}", what, problem), std::move(given), std::move(fix), at);
 }
 
+int64_t PipelineContext::check_grid() const {
+  const std::string given = fmt::format("grid {}", shape_tuple_str(grid));
+  int64_t steps = 1;
+  for (size_t d = 0; d < grid.size(); ++d) {
+    if (grid[d] < 0)
+      fail("grid dims must be >= 0", fmt::format("{} has {} in dim {}", given, grid[d], d), "use non-negative grid sizes", loc);
+    if (grid[d] > INT32_MAX)
+      fail("a grid dim does not fit pl::program_id, a 32-bit integer",
+           fmt::format("{} has {} in dim {}; the largest is {} (2^31 - 1)", given, grid[d], d, INT32_MAX),
+           "use larger blocks, or split the dim over two grid dims", loc);
+  }
+  for (int64_t g : grid)
+    if (__builtin_mul_overflow(steps, g, &steps))
+      // It used to wrap around to a step count of zero and run nothing.
+      fail("the grid has more steps than a 64-bit count holds",
+           fmt::format("{}: the product of its dims exceeds {} (2^63 - 1)", given, INT64_MAX),
+           "use fewer, larger blocks", loc);
+  return steps;
+}
+
 ir::PipelineOperand pipeline_operand(const PipelineContext& pc, const BlockSpec& spec, const Shape& shape,
                                      const std::string& name, bool output, bool aliased) {
   ir::PipelineOperand po;

@@ -22,6 +22,9 @@ struct PipelineContext {
   int64_t default_buffers = 1;               // block buffers when a spec sets no pipeline mode
 
   [[noreturn]] void fail(std::string problem, std::string given, std::string fix, SourceLoc at) const;
+  // The grid's dims are >= 0 and fit program_id (an i32), and its step count fits int64_t; returns
+  // the step count. Errors point at `loc`.
+  int64_t check_grid() const;
 };
 
 // How the operand `name` of `shape` reaches the body, from its BlockSpec.

@@ -33,6 +33,23 @@ void CallBase::fail(std::string what, std::string given, std::string fix, Source
   throw UserError(fmt::format("{}: {}", title_, what), std::move(given), std::move(fix), loc);
 }
 
+void CallBase::check_not_tracing(SourceLoc loc) const {
+  if (TraceContext* ctx = TraceContext::active())
+    fail(fmt::format("called while kernel `{}` is being traced", ctx->builder().function().name),
+         "a call made inside a kernel body or index map",
+         "make calls from host code: a kernel cannot launch kernels. To share kernel code, call a C++ function over "
+         "pl::Refs from the kernel, or pl::emit_pipeline for a nested grid",
+         loc);
+}
+
+void CallBase::check_out_shapes(const std::vector<ShapeDtype>& out_shapes) const {
+  for (size_t k = 0; k < out_shapes.size(); ++k)
+    if (std::string why = shape_error(out_shapes[k].shape, dtype_size(out_shapes[k].dtype)); !why.empty())
+      fail(fmt::format("output {} has a shape no array can have", k),
+           fmt::format("pl::ShapeDtype({}, {}): {}", shape_tuple_str(out_shapes[k].shape), dtype_name(out_shapes[k].dtype), why),
+           "give every dim as a size >= 0, small enough that the output's bytes fit in memory", out_shapes[k].loc);
+}
+
 void CallBase::check_aliases(const std::map<int, int>& aliases, std::span<const Array> args,
                              std::optional<int> num_prefetch, const std::vector<ShapeDtype>& out_shapes,
                              SourceLoc loc) const {

@@ -55,6 +55,12 @@ class CallBase {
   const std::string& title() const { return title_; }
   // Throws UserError("<title>: what", given, fix, loc).
   [[noreturn]] void fail(std::string what, std::string given, std::string fix, SourceLoc loc) const;
+  // No kernel is being traced on this thread: a kernel cannot launch kernels, and a call made while
+  // its own kernel is traced would wait for itself on the call's lock.
+  void check_not_tracing(SourceLoc loc) const;
+  // Every output shape is one an array can have (jit/ir/type.h: shape_error); the error points at
+  // the ShapeDtype's line, before tracing could blame whichever op first meets the shape.
+  void check_out_shapes(const std::vector<ShapeDtype>& out_shapes) const;
   // check_aliases below, failing with this call's title.
   void check_aliases(const std::map<int, int>& aliases, std::span<const Array> args, std::optional<int> num_prefetch,
                      const std::vector<ShapeDtype>& out_shapes, SourceLoc loc) const;

@@ -67,12 +67,16 @@ Ref Ref::view(const std::vector<Indexer>& indexers, SourceLoc loc) const {
       if (st.is_literal() && st.literal().is_float)
         throw UserError("a ref index must be an integer", fmt::format("{} in dim {} of {}", st.literal().f, d, describe()),
                         "index with integers or integer pl::Values", iloc);
-      start = st.materialize(DType::i32);
+      // Indices are 64-bit where they need to be: a literal beyond i32 becomes an i64 constant and an
+      // i64 value stays i64 (both backends widen view starts to 64 bits), so an index of 2^32 or
+      // more is bounds-checked as itself, never truncated into range.
+      const bool wide = st.is_literal() ? st.literal().i != static_cast<int32_t>(st.literal().i) : false;
+      start = st.materialize(wide ? DType::i64 : DType::i32);
       if (!is_int(start.dtype()) || !start.is_scalar())
         throw UserError("a ref index must be an integer scalar",
                         fmt::format("{} in dim {} of {}", detail::describe(start), d, describe()),
-                        "index with an i32 scalar (cast with .astype(pl::i32))", iloc);
-      start = detail::cast_to(start, DType::i32, iloc);
+                        "index with an i32 or i64 scalar (cast with .astype(pl::i32))", iloc);
+      if (start.dtype() != DType::i64 && start.dtype() != DType::index) start = detail::cast_to(start, DType::i32, iloc);
       if (ix->kind() == Indexer::Kind::Index) {
         dim = {true, 1, 1};
       } else {
@@ -190,7 +194,7 @@ static bool directly_accessible(const Ref& r) {
 
 RefSlot Ref::slot(const std::vector<Indexer>& indexers, SourceLoc loc) const {
   Ref v = view(indexers, loc);
-  if (!directly_accessible(v)) return RefSlot(v, Value());
+  if (!directly_accessible(v)) return RefSlot(v, Value(), loc);
   auto& ctx = detail::TraceContext::current("ref load", loc);
   // Loading eagerly gives Pallas's meaning to `auto v = x();`; an unused load is removed later.
   Value loaded = Value::wrap(ctx, ctx.emit_value(OpKind::Load, {v.id()}, v.type().value_type(), {}, loc));
@@ -243,7 +247,7 @@ RefSlot& RefSlot::operator=(const Operand& v) && {
   return *this;
 }
 RefSlot& RefSlot::operator=(const RefSlot& v) && {
-  if (!v.loaded()) detail::check_direct_access(v.ref(), false, SourceLoc{});
+  if (!v.loaded()) detail::check_direct_access(v.ref(), false, v.loc());  // o() = x(): blame x()'s line
   return std::move(*this) = Operand(static_cast<const Value&>(v), detail::loc_of(v));
 }
 

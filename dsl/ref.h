@@ -122,10 +122,12 @@ class RefSlot : public Value {
  public:
   // `loaded` is empty for refs that cannot be loaded directly (ANY/HBM, SMEM blocks): using such a
   // slot as a value reports the load error, assigning to it the store error.
-  RefSlot(const Ref& view, const Value& loaded) : Value(loaded), view_(view) {}
+  // `loc`: the line of x(...), where a load error of an unloadable slot is reported.
+  RefSlot(const Ref& view, const Value& loaded, SourceLoc loc = {}) : Value(loaded), view_(view), loc_(loc) {}
   RefSlot(const RefSlot&) = default;
 
   const Ref& ref() const { return view_; }
+  SourceLoc loc() const { return loc_; }
   bool loaded() const { return valid(); }
   Shape shape() const { return view_.shape(); }
   DType dtype() const { return view_.dtype(); }
@@ -141,6 +143,7 @@ class RefSlot : public Value {
 
  private:
   Ref view_;
+  SourceLoc loc_;
 };
 
 // Masked load: where mask is false the result is `other` (or unspecified — poison in the

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace tessera::detail {
 
 using ir::OpKind;
@@ -20,10 +22,12 @@ void check_allocatable(const ScratchShape& type, const std::string& what, const 
                     fmt::format("dtype {} in {}", dtype_name(m.dtype), memory_space_name(m.space)),
                     "make semaphores with pl::SemaphoreType::DMA / ::REGULAR, and buffers of value dtypes in VMEM or SMEM",
                     type.loc());
-  for (int64_t d : m.shape)
-    if (d < 0)
-      throw UserError(fmt::format("{}: {} has a negative dim", api, what), shape_tuple_str(m.shape), "use dims >= 0",
-                      type.loc());
+  if (std::string why = shape_error(m.shape, dtype_size(m.dtype)); !why.empty()) {
+    const bool negative = std::any_of(m.shape.begin(), m.shape.end(), [](int64_t d) { return d < 0; });
+    throw UserError(fmt::format("{}: {} has {}", api, what, negative ? "a negative dim" : "a size that overflows"),
+                    fmt::format("{} of shape {} {}: {}", what, shape_tuple_str(m.shape), dtype_name(m.dtype), why),
+                    "use dims >= 0, small enough for the buffer to fit in VMEM or SMEM", type.loc());
+  }
 }
 
 std::vector<Value> run_scoped_impl(const std::vector<ScratchShape>& types,

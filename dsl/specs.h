@@ -298,10 +298,14 @@ struct CallOptions {
   std::optional<Tolerance> check_tolerance;
 };
 
+// An output's shape and dtype (jax.ShapeDtypeStruct), with the line that wrote it: a shape no array
+// can have (a negative dim, a size past int64) is reported there when the call is made.
 struct ShapeDtype {
   Shape shape;
   DType dtype;
-  ShapeDtype(Shape s, DType d) : shape(std::move(s)), dtype(d) {}
+  SourceLoc loc;
+  ShapeDtype(Shape s, DType d, std::source_location at = std::source_location::current())
+      : shape(std::move(s)), dtype(d), loc(at) {}
 };
 
 }  // namespace tessera

@@ -133,25 +133,50 @@ std::shared_ptr<std::byte[]> Array::allocate(int64_t nbytes, bool zero) {
   return out;
 }
 
+namespace {
+
+// The element count of a new array's shape; a shape no array can have (jit/ir/type.h: shape_error)
+// is an error here, before num_elements could wrap.
+int64_t checked_size(const Shape& shape, DType dtype) {
+  if (std::string why = shape_error(shape, dtype_size(dtype)); !why.empty())
+    throw UserError(fmt::format("pl::Array: no array can have shape {}", shape_tuple_str(shape)),
+                    fmt::format("a {} {} array: {}", shape_tuple_str(shape), dtype_name(dtype), why),
+                    "give every dim as a size >= 0, small enough that the array's bytes fit in memory", {});
+  return num_elements(shape);
+}
+
+}  // namespace
+
+std::shared_ptr<std::byte[]> Array::storage(const Shape& shape, DType dtype, int64_t nbytes, bool zero) {
+  try {
+    return allocate(nbytes, zero);
+  } catch (const std::bad_alloc&) {
+    // Not a bare std::bad_alloc: say which array and how much.
+    throw UserError(fmt::format("out of memory: cannot allocate a {} {} array", shape_tuple_str(shape), dtype_name(dtype)),
+                    fmt::format("{} bytes ({:.2f} GiB)", nbytes, static_cast<double>(nbytes) / (1 << 30)),
+                    "use smaller arrays (or blocks over a grid), or drop arrays that are no longer needed", {});
+  }
+}
+
 Array::Array() = default;
 
-Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), size_(num_elements(shape_)) {
-  if (nbytes() > static_cast<int64_t>(sizeof(inline_))) storage_ = allocate(nbytes(), true);
+Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), size_(checked_size(shape_, dtype)) {
+  if (nbytes() > static_cast<int64_t>(sizeof(inline_))) storage_ = storage(shape_, dtype_, nbytes(), true);
 }
 
 Array Array::empty(Shape shape, DType dtype) {
   Array a;
   a.dtype_ = dtype;
   a.shape_ = std::move(shape);
-  a.size_ = num_elements(a.shape_);
-  if (a.nbytes() > static_cast<int64_t>(sizeof(a.inline_))) a.storage_ = allocate(a.nbytes(), false);
+  a.size_ = checked_size(a.shape_, dtype);
+  if (a.nbytes() > static_cast<int64_t>(sizeof(a.inline_))) a.storage_ = storage(a.shape_, dtype, a.nbytes(), false);
   return a;
 }
 
 std::byte* Array::mutable_data() {
   if (!storage_) return inline_;
   if (storage_.use_count() > 1) {
-    auto fresh = allocate(nbytes(), false);
+    auto fresh = storage(shape_, dtype_, nbytes(), false);
     std::memcpy(fresh.get(), storage_.get(), static_cast<size_t>(nbytes()));
     storage_ = std::move(fresh);
   }
@@ -233,6 +258,10 @@ Array Array::astype(DType dtype) const {
 }
 
 Array Array::reshape(Shape shape, std::source_location loc) const {
+  if (std::string why = shape_error(shape, dtype_size(dtype_)); !why.empty())
+    throw UserError(fmt::format("Array::reshape: no array can have shape {}", shape_tuple_str(shape)),
+                    fmt::format("{} to {}: {}", shape_tuple_str(shape_), shape_tuple_str(shape), why),
+                    "give every dim as a size >= 0", loc);
   if (num_elements(shape) != size_)
     throw UserError("Array::reshape: the new shape has a different number of elements",
                     fmt::format("{} ({} elements) to {} ({} elements)", shape_tuple_str(shape_), size_,

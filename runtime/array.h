@@ -99,6 +99,8 @@ class Array {
 
  private:
   static std::shared_ptr<std::byte[]> allocate(int64_t nbytes, bool zero);
+  // allocate, where running out of memory is a UserError naming the array and its bytes.
+  static std::shared_ptr<std::byte[]> storage(const Shape& shape, DType dtype, int64_t nbytes, bool zero);
 
   DType dtype_ = DType::f32;
   Shape shape_;

@@ -28,13 +28,13 @@ R guarded(CoreContext* core, int32_t op, R on_failure, F body) {
     fail(core, op, f.what());
   } catch (const std::bad_alloc&) {
     fail(core, op, "out of memory while running the kernel");
+  } catch (const UserError& e) {  // make_buffer: out of memory, naming the buffer and its bytes
+    fail(core, op, e.problem() + ": " + e.given());
   } catch (const std::exception& e) {
     fail(core, op, std::string("the runtime failed while running the kernel: ") + e.what());
   }
   return on_failure;
 }
-
-std::vector<int64_t> widen(const int32_t* starts, size_t n) { return std::vector<int64_t>(starts, starts + n); }
 
 }  // namespace
 
@@ -170,17 +170,13 @@ void move_block(bool fetch, std::byte* array, std::span<const int64_t> array_sha
 }
 
 int32_t block_copy(CoreContext* core, int32_t op, bool fetch, std::byte* array, const int64_t* array_strides,
-                   std::byte* block, const int32_t* starts32, int64_t* sem) {
+                   std::byte* block, const int64_t* starts, int64_t* sem) {
   const ir::Op& o = core->fn->ops[op];
   const auto& attr = std::get<ir::BlockCopyAttr>(o.attr);
   const ir::BlockCopyOperands operands = ir::block_copy_operands(*core->fn, o);
   const Type& array_type = core->fn->type(operands.array);
   const Type& block_type = core->fn->type(operands.block);
   const size_t rank = array_type.shape.size();
-  int64_t small[16];
-  std::vector<int64_t> large(rank > 16 ? rank : 0);
-  int64_t* starts = rank > 16 ? large.data() : small;
-  for (size_t d = 0; d < rank; ++d) starts[d] = starts32[d];
   const std::span<const int64_t> at(starts, rank), strides(array_strides, rank);
   if (!fetch) check_revisit(*core, attr, at);
   if (!block) return 0;  // an output block written in place: recorded for the revisit check, nothing to move
@@ -214,7 +210,7 @@ int32_t block_copy(CoreContext* core, int32_t op, bool fetch, std::byte* array, 
 }  // namespace tessera::rt
 
 extern "C" int32_t tessera_rt_fetch_block(CoreContext* core, int32_t op, const void* array, const int64_t* array_strides,
-                                          void* block, const int32_t* starts, int64_t* sem) {
+                                          void* block, const int64_t* starts, int64_t* sem) {
   return tessera::rt::guarded(core, op, int32_t{1}, [&] {
     return tessera::rt::block_copy(core, op, true, const_cast<std::byte*>(static_cast<const std::byte*>(array)),
                                    array_strides, static_cast<std::byte*>(block), starts, sem);
@@ -222,7 +218,7 @@ extern "C" int32_t tessera_rt_fetch_block(CoreContext* core, int32_t op, const v
 }
 
 extern "C" int32_t tessera_rt_writeback_block(CoreContext* core, int32_t op, const void* block, void* array,
-                                              const int64_t* array_strides, const int32_t* starts, int64_t* sem) {
+                                              const int64_t* array_strides, const int64_t* starts, int64_t* sem) {
   return tessera::rt::guarded(core, op, int32_t{1}, [&] {
     return tessera::rt::block_copy(core, op, false, static_cast<std::byte*>(array), array_strides,
                                    const_cast<std::byte*>(static_cast<const std::byte*>(block)), starts, sem);
@@ -320,11 +316,11 @@ extern "C" void tessera_rt_pipeline_begin(CoreContext* core, int32_t op) {
   });
 }
 
-extern "C" void tessera_rt_block_view_fault(CoreContext* core, int32_t op, const int32_t* starts) {
+extern "C" void tessera_rt_block_view_fault(CoreContext* core, int32_t op, const int64_t* starts) {
   tessera::rt::guarded(core, op, 0, [&] {
     const tessera::ir::Op& o = core->fn->ops[op];
     const tessera::Type& array = core->fn->type(tessera::ir::window_operands(o).ref);
-    const std::vector<int64_t> s = tessera::rt::widen(starts, array.shape.size());
+    const std::span<const int64_t> s(starts, array.shape.size());
     auto error = tessera::rt::block_start_error(array.shape, s, std::get<tessera::ir::BlockCopyAttr>(o.attr).name);
     return tessera::rt::fail(core, op, error.value_or("block view out of bounds"));
   });

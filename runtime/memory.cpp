@@ -98,7 +98,13 @@ std::byte* Buffer::writable_data() {
 }
 
 std::unique_ptr<Buffer> make_buffer(std::string name, DType dtype, Shape shape, MemorySpace space, bool zero_fill) {
-  auto b = std::make_unique<Buffer>(std::move(name), Array::empty(std::move(shape), dtype), space, true);
+  Array storage;
+  try {
+    storage = Array::empty(shape, dtype);
+  } catch (const UserError& e) {  // out of memory: say for which of the kernel's buffers
+    throw UserError(fmt::format("{} for `{}` in {}", e.problem(), name, memory_space_name(space)), e.given(), e.fix(), {});
+  }
+  auto b = std::make_unique<Buffer>(std::move(name), std::move(storage), space, true);
   fill_poison(RefView::whole(*b), zero_fill || is_semaphore(dtype));  // semaphores start at zero
   return b;
 }
@@ -203,7 +209,7 @@ void store_masked(const RefView& ref, const Array& value, const Array& mask) {
 
 std::optional<std::string> block_start_error(const Shape& shape, std::span<const int64_t> starts, const std::string& what) {
   for (size_t d = 0; d < shape.size(); ++d)
-    if (starts[d] < 0 || starts[d] >= shape[d])
+    if (!block_start_valid(starts[d], shape[d]))
       return fmt::format("block of {} out of bounds: the window starts at element ({}) but the array has shape {}; "
                          "dimension {} starts at {}, valid starts are [0, {}). Check the index map: it returns block "
                          "indices, which are multiplied by the block shape",

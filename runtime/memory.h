@@ -6,6 +6,7 @@
 // Runtime layer.
 #pragma once
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -100,7 +101,11 @@ Array load_masked(const RefView& ref, const Array& mask, const Array* other, boo
 void store(const RefView& ref, const Array& value);
 void store_masked(const RefView& ref, const Array& value, const Array& mask);
 
-// Whether a block window at `starts` begins inside an array of `shape` (0 <= start < dim in every
+// A block window may start at 0 <= start < dim, so that at least one element is in bounds; in a
+// zero-size dim (an empty array) only at 0, where the whole block is padding. The compiled
+// backend's block_view check (jit/llvm/codegen_memory.cpp) mirrors this rule.
+inline bool block_start_valid(int64_t start, int64_t dim) { return start >= 0 && start < std::max<int64_t>(dim, 1); }
+// Whether a block window at `starts` begins inside an array of `shape` (block_start_valid in every
 // dim); otherwise the error message, naming `what`.
 std::optional<std::string> block_start_error(const Shape& shape, std::span<const int64_t> starts, const std::string& what);
 

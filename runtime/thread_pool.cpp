@@ -3,6 +3,7 @@
 #include <atomic>
 #include <optional>
 
+#include "jit/ir/diagnostics.h"
 #include "runtime/config.h"
 
 namespace tessera {
@@ -97,6 +98,19 @@ void ThreadPool::run(int n, const std::function<void(int)>& fn) {
   std::unique_lock lock(mutex_);
   done_.wait(lock, [&] { return pending_ == 0; });
   task_ = nullptr;
+}
+
+void Failures::record(size_t i, std::exception_ptr e) {
+  uint64_t when = 0;
+  try {
+    std::rethrow_exception(e);
+  } catch (const RuntimeError& r) {
+    when = r.sequence();
+  } catch (...) {
+    when = next_failure_sequence();
+  }
+  errors_[i] = std::move(e);
+  order_[i] = static_cast<int64_t>(when);
 }
 
 size_t Failures::first() const {

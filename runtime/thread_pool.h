@@ -51,13 +51,12 @@ class Failures {
  public:
   explicit Failures(size_t n) : errors_(n), order_(n, 0) {}
   // What body i threw (each body records at most once, from its own thread).
-  void record(size_t i, std::exception_ptr e) {
-    errors_[i] = std::move(e);
-    order_[i] = next_++;
-  }
+  void record(size_t i, std::exception_ptr e);
   size_t size() const { return errors_.size(); }
   const std::exception_ptr& error(size_t i) const { return errors_[i]; }
-  // 1 for the first failure, 2 for the next, ...; 0 when body i did not fail.
+  // When body i's failure happened, 0 when it did not fail: a RuntimeError's sequence() (taken
+  // in the kernel as it failed, not when the exception reached its body's end), else the time of
+  // record. Larger is later.
   int64_t order(size_t i) const { return order_[i]; }
   // The body that failed first, or size() when none did.
   size_t first() const;
@@ -65,7 +64,6 @@ class Failures {
  private:
   std::vector<std::exception_ptr> errors_;
   std::vector<int64_t> order_;
-  std::atomic<int64_t> next_{1};
 };
 
 // Runs body(i) for i in [0, n) at the same time, each on a thread of its own (i = 0 on the caller's

@@ -1,6 +1,8 @@
 #include "jit/ir/diagnostics.h"
 
 #include <fmt/format.h>
+
+#include <atomic>
 #include <fmt/ranges.h>
 
 namespace tessera {
@@ -37,11 +39,17 @@ std::string ExecutionPoint::str() const {
   return s;
 }
 
+uint64_t next_failure_sequence() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
 RuntimeError::RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc)
     : Error(fmt::format("{}\n  where: {}\n  at:    {}", what, where.str(), loc.str())),
       what_(std::move(what)),
       where_(std::move(where)),
-      loc_(loc) {}
+      loc_(loc),
+      sequence_(next_failure_sequence()) {}
 
 MismatchError::MismatchError(std::string message, std::string output, std::vector<int64_t> index, std::string compiled,
                              std::string interpreted, std::optional<ExecutionPoint> writer, SourceLoc loc)

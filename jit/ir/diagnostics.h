@@ -74,6 +74,10 @@ struct ExecutionPoint {
   std::string str() const;
 };
 
+// A process-wide count of failures, taken when each happens: of several failures of one launch (a
+// device's, and what the others then ran into), the lowest is the cause.
+uint64_t next_failure_sequence();
+
 // A failure inside a running kernel, reported on the host after the launch returned.
 class RuntimeError : public Error {
  public:
@@ -81,11 +85,14 @@ class RuntimeError : public Error {
   const std::string& problem() const { return what_; }
   const ExecutionPoint& where() const { return where_; }
   SourceLoc loc() const { return loc_; }
+  // When the failure happened (next_failure_sequence() at construction; copies keep it).
+  uint64_t sequence() const { return sequence_; }
 
  private:
   std::string what_;
   ExecutionPoint where_;
   SourceLoc loc_;
+  uint64_t sequence_;
 };
 
 // Differential mode (CallOptions::check_against_interpreter): an output of the compiled kernel differs

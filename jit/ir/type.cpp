@@ -3,11 +3,35 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cstdint>
+
 namespace tessera {
 
 int64_t num_elements(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_error(const Shape& s, int64_t element_bytes) {
+  for (size_t d = 0; d < s.size(); ++d)
+    if (s[d] < 0) return fmt::format("dim {} is {}; dims must be >= 0", d, s[d]);
+  if (std::find(s.begin(), s.end(), 0) != s.end()) return {};  // no elements, however large the other dims
+  int64_t n = 1;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n))
+      return fmt::format("its element count, the product of its dims, exceeds {} (2^63 - 1)", INT64_MAX);
+  if (int64_t bytes; __builtin_mul_overflow(n, element_bytes, &bytes))
+    return fmt::format("its size, {} elements of {} bytes, exceeds {} bytes (2^63 - 1)", n, element_bytes, INT64_MAX);
+  return {};
+}
+
+int64_t saturating_nbytes(const Shape& s, int64_t element_bytes) {
+  if (std::find(s.begin(), s.end(), 0) != s.end()) return 0;
+  int64_t n = element_bytes;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;
   return n;
 }
 

@@ -16,6 +16,13 @@ namespace tessera {
 using Shape = std::vector<int64_t>;
 
 int64_t num_elements(const Shape& s);
+// Why a shape of elements of `element_bytes` bytes each cannot exist: a negative dim, or an element
+// count or a byte size that does not fit in int64_t (where num_elements would wrap). Empty when it
+// can. The one rule every shape a user gives is checked against (arrays, output shapes, scratch;
+// docs/design.md §4.14); the message names the dim or the product, not the shape's origin.
+std::string shape_error(const Shape& s, int64_t element_bytes);
+// The byte size of a shape, or INT64_MAX where it does not fit: for budgets that must not wrap.
+int64_t saturating_nbytes(const Shape& s, int64_t element_bytes);
 // "128x128", "" for a scalar.
 std::string shape_str(const Shape& s);
 // "(128, 128)"

@@ -267,6 +267,14 @@ llvm::Value* Emitter::i64_array(const std::vector<int64_t>& values) {
                                   llvm::ConstantArray::get(type, elems), "strides");
 }
 
+llvm::Value* Emitter::i64_starts(ir::OperandSpan starts) {
+  llvm::Value* out = entry_alloca(b_.getInt64Ty(), std::max<int64_t>(1, static_cast<int64_t>(starts.size())));
+  for (size_t d = 0; d < starts.size(); ++d)
+    b_.CreateStore(b_.CreateSExt(tensor(starts[d]).scalar, b_.getInt64Ty()),
+                   b_.CreateInBoundsGEP(b_.getInt64Ty(), out, b_.getInt64(static_cast<int64_t>(d))));
+  return out;
+}
+
 bool Emitter::cheap(ValueId v) const {
   const ir::Op* d = fn_.def(v);
   if (!d) return false;

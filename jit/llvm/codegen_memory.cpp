@@ -214,10 +214,7 @@ void Emitter::emit_block_copy(ir::OpId id) {
   if (!in_place && block.strides != row_major(block.shape))
     throw InternalError("codegen", "a pipeline block buffer must be contiguous", ir::print_op(fn_, id));
   if (!in_place) flush_readers(fetch ? block.root : array.root);
-  const size_t rank = array.shape.size();
-  llvm::Value* starts = entry_alloca(b_.getInt32Ty(), std::max<int64_t>(1, static_cast<int64_t>(rank)));
-  for (size_t i = 0; i < rank; ++i)
-    b_.CreateStore(tensor(operands.starts[i]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), starts, b_.getInt64(i)));
+  llvm::Value* starts = i64_starts(operands.starts);
   llvm::Value* sem = operands.sem != ir::kNone ? ref(operands.sem).base : llvm::ConstantPointerNull::get(b_.getPtrTy());
   llvm::Value* opid = b_.getInt32(static_cast<int32_t>(id));
   llvm::Value* strides = i64_array(array.strides);
@@ -237,17 +234,16 @@ void Emitter::emit_block_view(ir::OpId id) {
   llvm::Value* offset = b_.getInt64(0);
   for (size_t d = 0; d < rank; ++d) {
     llvm::Value* start = b_.CreateSExt(tensor(operands.starts[d]).scalar, b_.getInt64Ty());
+    // rt::block_start_valid: in a zero-size dim the one valid start is 0.
     bad = b_.CreateOr(bad, b_.CreateOr(b_.CreateICmpSLT(start, b_.getInt64(0)),
-                                       b_.CreateICmpSGE(start, b_.getInt64(array.shape[d]))));
+                                       b_.CreateICmpSGE(start, b_.getInt64(std::max<int64_t>(array.shape[d], 1)))));
     offset = b_.CreateAdd(offset, b_.CreateMul(start, b_.getInt64(array.strides[d])));
   }
   llvm::BasicBlock* fault = llvm::BasicBlock::Create(ctx_, "block.fault", f_);
   llvm::BasicBlock* ok = llvm::BasicBlock::Create(ctx_, "block.ok", f_);
   b_.CreateCondBr(bad, fault, ok);
   b_.SetInsertPoint(fault);
-  llvm::Value* starts = entry_alloca(b_.getInt32Ty(), std::max<int64_t>(1, static_cast<int64_t>(rank)));
-  for (size_t d = 0; d < rank; ++d)
-    b_.CreateStore(tensor(operands.starts[d]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), starts, b_.getInt64(d)));
+  llvm::Value* starts = i64_starts(operands.starts);
   b_.CreateCall(rt_block_view_fault_, {core_, b_.getInt32(static_cast<int32_t>(id)), starts});
   b_.CreateBr(abort_);
   b_.SetInsertPoint(ok);

@@ -118,6 +118,9 @@ class Emitter {
   void used(const ir::Op& op);
   // A constant array of i64 in the module (strides the runtime needs).
   llvm::Value* i64_array(const std::vector<int64_t>& values);
+  // The integer scalars `starts` sign-extended into an i64 array on the stack: block offsets are
+  // 64-bit at the runtime boundary, whatever width the IR computed each one in.
+  llvm::Value* i64_starts(ir::OperandSpan starts);
   // Lazy tensors that are cheap to recompute at every use.
   bool cheap(ValueId v) const;
 

@@ -150,10 +150,18 @@ class Expander {
   }
 
   // Element offsets of a block: index * block size for blocked dims, the index itself for squeezed dims.
+  // The product is 64-bit: an i32 one wrapped for offsets of 2^31 and more (arrays past 2^31
+  // elements in a dim, or a far-off index that wrapped back into range instead of faulting).
   std::vector<ValueId> starts(const std::vector<ValueId>& bi, const PipelineOperand& po) {
     std::vector<ValueId> s;
-    for (size_t d = 0; d < bi.size(); ++d)
-      s.push_back(po.squeezed[d] || po.block[d] == 1 ? bi[d] : binop(OpKind::Mul, bi[d], constant(po.block[d], DType::i32)));
+    for (size_t d = 0; d < bi.size(); ++d) {
+      if (po.squeezed[d] || po.block[d] == 1) {
+        s.push_back(bi[d]);
+        continue;
+      }
+      const ValueId wide = b().create_value(OpKind::Cast, {bi[d]}, Type::scalar(DType::i64), {}, loc_);
+      s.push_back(binop(OpKind::Mul, wide, constant(po.block[d], DType::i64)));
+    }
     return s;
   }
 
@@ -166,7 +174,10 @@ class Expander {
   // Whether every block of the operand lies wholly inside the array (the blocked dims divide it).
   static bool divides(const Shape& array, const PipelineOperand& po) {
     for (size_t d = 0; d < array.size(); ++d)
-      if (!po.squeezed[d] && array[d] % po.block[d] != 0) return false;
+      // A block larger than its array (an empty one, say) is padded, so copied; a zero-size block
+      // (of a zero-size array passed whole) divides its zero-size dim.
+      if (!po.squeezed[d] && (po.block[d] > array[d] || (po.block[d] != 0 && array[d] % po.block[d] != 0)))
+        return false;
     return true;
   }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "jit/lowering/expand_pipelines.h"
 
@@ -32,24 +33,30 @@ std::vector<Allocation> vmem_allocations(const Function& fn) {
     if (op.kind != OpKind::Alloc) continue;
     const Type& t = fn.type(op.results[0]);
     if (t.space != MemorySpace::VMEM) continue;
-    out.push_back({std::get<std::string>(op.attr), t, t.num_elements() * dtype_size(t.dtype), op.loc});
+    // Saturated, not wrapped: a 2^62-element scratch must not come out as a few bytes.
+    out.push_back({std::get<std::string>(op.attr), t, saturating_nbytes(t.shape, dtype_size(t.dtype)), op.loc});
   }
   return out;
 }
 
-std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20)); }
-}  // namespace
+std::string mib(int64_t bytes) {
+  if (bytes == INT64_MAX) return "2^63 bytes or more";
+  return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
 
-int64_t vmem_bytes(const Function& fn) {
+int64_t total_bytes(const std::vector<Allocation>& allocs) {
   int64_t total = 0;
-  for (const Allocation& a : vmem_allocations(fn)) total += a.bytes;
+  for (const Allocation& a : allocs)
+    if (__builtin_add_overflow(total, a.bytes, &total)) return INT64_MAX;
   return total;
 }
+}  // namespace
+
+int64_t vmem_bytes(const Function& fn) { return total_bytes(vmem_allocations(fn)); }
 
 void check_vmem_budget(const Function& fn, int64_t limit_bytes, SourceLoc call_site) {
   std::vector<Allocation> allocs = vmem_allocations(fn);
-  int64_t total = 0;
-  for (const Allocation& a : allocs) total += a.bytes;
+  const int64_t total = total_bytes(allocs);
   if (total <= limit_bytes) return;
   std::sort(allocs.begin(), allocs.end(), [](const Allocation& a, const Allocation& b) { return a.bytes > b.bytes; });
   std::string list;

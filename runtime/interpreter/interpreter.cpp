@@ -87,6 +87,8 @@ void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
       b = make_buffer(std::get<std::string>(op.attr), t.dtype, t.shape, t.space, options_.zero_uninitialized);
     } catch (const std::bad_alloc&) {
       throw RuntimeError("out of memory while running the kernel", ctx.point, op.loc);
+    } catch (const UserError& e) {  // make_buffer: out of memory, naming the buffer and its bytes
+      throw RuntimeError(e.problem() + ": " + e.given(), ctx.point, op.loc);
     }
     ctx.add_region(static_cast<int64_t>(id), b->data(), t.num_elements() * dtype_size(t.dtype));
     frame.storage.emplace(id, std::move(b));

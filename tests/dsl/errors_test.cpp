@@ -432,3 +432,194 @@ TEST_SUITE("errors") {
                          Contains("pl::program_id: axis 1 is out of range for the grid"), UserError);
   }
 }
+
+// The corpus of mistakes, one test per kind: each checks the error's type, its key words, that it
+// names the user's line, and that the next call in the process works.
+namespace {
+
+template <class E>
+void expect_error(const std::function<void()>& f, std::initializer_list<const char*> words, const int& line) {
+  try {
+    f();
+    FAIL("expected an error");
+  } catch (const E& e) {
+    const std::string what = e.what();
+    for (const char* w : words) CHECK_MESSAGE(what.find(w) != std::string::npos, what);
+    CHECK_MESSAGE(what.find(fmt::format("errors_test.cpp:{}", line)) != std::string::npos, what);
+  }
+}
+
+void next_call_works(const pl::CallOptions& options = {}) {
+  auto fine = pl::pallas_call(copy_kernel, pl::GridSpec{}, pl::ShapeDtype({8}, pl::f32), options);
+  CHECK(fine(pl::Array::arange(8, pl::f32)).at<float>({7}) == 7.0f);
+}
+
+}  // namespace
+
+TEST_SUITE("errors") {
+  TEST_CASE("corpus: shape") {
+    int line = 0;
+    expect_error<UserError>([&] {
+      trace1([&](pl::Ref x, pl::Ref o) {
+        line = __LINE__ + 1;
+        o(pl::ds(0, 4)) = x();
+      });
+    }, {"the stored value's shape differs from the ref window's", "(8, 8)"}, line);
+    next_call_works();
+  }
+
+  TEST_CASE("corpus: arity") {
+    auto three = pl::pallas_call([](pl::Ref, pl::Ref, pl::Ref) {}, pl::GridSpec{}, pl::ShapeDtype({16}, pl::f32));
+    const int line = __LINE__ + 1;
+    expect_error<UserError>([&] { three(pl::Array::zeros({16}, pl::f32)); },
+                            {"the kernel takes a different number of refs than the call provides", "3 pl::Ref parameter(s)"},
+                            line);
+    next_call_works();
+  }
+
+  TEST_CASE("corpus: dtype") {
+    int line = 0;
+    expect_error<UserError>([&] {
+      trace1([&](pl::Ref x, pl::Ref o) {
+        line = __LINE__ + 1;
+        o() = x().astype(pl::bf16);
+      });
+    }, {"the stored value's dtype differs from the ref's", ".astype(pl::f32)"}, line);
+    next_call_works();
+  }
+
+  TEST_CASE("corpus: spec/array mismatch") {
+    const int line = __LINE__ + 1;
+    auto rank = pl::pallas_call(copy_kernel, pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({8}, [](pl::Value i) { return pl::idx(i); })}},
+                                pl::ShapeDtype({16, 4}, pl::f32));
+    expect_error<UserError>([&] { rank(pl::Array::zeros({16, 4}, pl::f32)); },
+                            {"the block shape of input 0 has another rank than the array", "block of 1 dims"}, line);
+    next_call_works();
+  }
+
+  TEST_CASE("corpus: index-map rank") {
+    const int line = __LINE__ + 2;
+    auto count = pl::pallas_call(copy_kernel,
+                                 pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({8, 4}, [](pl::Value i) { return pl::idx(i); })}},
+                                 pl::ShapeDtype({16, 4}, pl::f32));
+    expect_error<UserError>([&] { count(pl::Array::zeros({16, 4}, pl::f32)); },
+                            {"the index map of input 0 returns 1 index(es) for an array of rank 2"}, line);
+    next_call_works();
+  }
+
+  TEST_CASE("corpus: out-of-bounds ds and prefetch-driven indices") {
+    testing::for_each_backend([](const pl::CallOptions& options) {
+      // A dynamic slice past the end of its ref.
+      int line = 0;
+      auto slice = pl::pallas_call(
+          [&](pl::Ref x, pl::Ref o) {
+            line = __LINE__ + 1;
+            o() = x(pl::ds(pl::program_id(0) + 6, 4));
+          },
+          pl::GridSpec{.grid = {1}}, pl::ShapeDtype({4}, pl::f32), options);
+      expect_error<RuntimeError>([&] { slice(pl::Array::zeros({8}, pl::f32)); },
+                                 {"out-of-bounds slice of `input 0 block`: ds(6, 4)", "valid elements are [0, 8)"}, line);
+      // A block index read from a scalar-prefetch operand, past the array.
+      const int map_line = __LINE__ + 1;
+      const pl::BlockSpec by_table({4}, [](pl::Value i, pl::Ref table) { return pl::idx(table(i)); });
+      auto gather = pl::pallas_call([](pl::Ref, pl::Ref x, pl::Ref o) { o() = x(); },
+                                    pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1, .grid = {2}, .in_specs = {by_table},
+                                                               .out_specs = {pl::BlockSpec({4}, [](pl::Value i, pl::Ref) { return pl::idx(i); })}},
+                                    pl::ShapeDtype({8}, pl::f32), options);
+      expect_error<RuntimeError>([&] { gather(pl::Array::from_vector<int32_t>({1, 5}, {2}, pl::i32), pl::Array::zeros({8}, pl::f32)); },
+                                 {"block of input 0 out of bounds", "starts at element (20)", "grid point (1)"}, map_line);
+      next_call_works(options);
+    });
+  }
+
+  TEST_CASE("corpus: semaphores left non-zero") {
+    testing::for_each_backend([](const pl::CallOptions& options) {
+      int line = __LINE__ + 2;
+      auto call = pl::pallas_call([](pl::Ref x, pl::Ref o, pl::Ref sem) { pl::semaphore_signal(sem, 2); o() = x(); },
+                                  pl::GridSpec{.scratch_shapes = {pl::SemaphoreType::REGULAR}}, pl::ShapeDtype({8}, pl::f32),
+                                  options);
+      expect_error<RuntimeError>([&] { call(pl::Array::zeros({8}, pl::f32)); },
+                                 {"semaphore `scratch 0` is 2 when the kernel ends", "2 signalled that no semaphore_wait took"},
+                                 line);
+      next_call_works(options);
+    });
+  }
+
+  TEST_CASE("corpus: a wait that never gets a signal") {
+    testing::for_each_backend([](const pl::CallOptions& options) {
+      int line = 0;
+      auto call = pl::pallas_call(
+          [&](pl::Ref x, pl::Ref o, pl::Ref sem) {
+            line = __LINE__ + 1;
+            pl::semaphore_wait(sem, 3);
+            o() = x();
+          },
+          pl::GridSpec{.scratch_shapes = {pl::SemaphoreType::REGULAR}}, pl::ShapeDtype({8}, pl::f32), options);
+      expect_error<RuntimeError>([&] { call(pl::Array::zeros({8}, pl::f32)); },
+                                 {"deadlock: this semaphore_wait can never return", "holds 0 and the wait needs 3"}, line);
+      next_call_works(options);
+    });
+  }
+
+  TEST_CASE("corpus: a remote copy outside the mesh") {
+    pl::Mesh mesh({2}, {"x"});
+    testing::for_each_backend([&](const pl::CallOptions& options) {
+      int line = 0;
+      auto send = testing::on_every_device(
+          [&](pl::Ref in, pl::Ref out, pl::Ref s, pl::Ref r) {
+            line = __LINE__ + 1;
+            pl::make_async_remote_copy(in, out, s, r, pl::DeviceId({pl::axis_index("x") + 2})).start();
+          },
+          mesh, pl::P("x"), {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}, options);
+      expect_error<RuntimeError>([&] { send(pl::Array::zeros({4}, pl::f32)); },
+                                 {"is outside Mesh('x': 2)", "its coordinate on axis `x` is "}, line);
+      auto fine = testing::on_every_device([](pl::Ref in, pl::Ref out) { pl::sync_copy(in, out); }, mesh, pl::P("x"), {}, options);
+      CHECK(fine(pl::Array::arange(4, pl::f32)).gather().at<float>({3}) == 3.0f);
+      next_call_works(options);
+    });
+  }
+
+  TEST_CASE("corpus: alias mistakes") {
+    auto call = pl::pallas_call(copy_kernel, pl::GridSpec{}, pl::ShapeDtype({8}, pl::f32), {.input_output_aliases = {{0, 0}}});
+    const int line = __LINE__ + 1;
+    expect_error<UserError>([&] { call(pl::Array::zeros({16}, pl::f32)); },
+                            {"an aliased input and output differ in shape or dtype"}, line);
+    next_call_works();
+  }
+
+  TEST_CASE("corpus: emit_pipeline misuse") {
+    int line = 0;
+    auto rows = [] { return pl::BlockSpec({2, 8}, [](pl::Value i) { return pl::idx(i, 0); }); };
+    auto call = pl::pallas_call(
+        [&](pl::Ref x, pl::Ref o) {
+          line = __LINE__ + 1;
+          pl::emit_pipeline([](pl::Ref) {}, {.grid = {4}, .in_specs = {rows()}, .out_specs = {rows()}})(x, o);
+        },
+        pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)}}, pl::ShapeDtype({8, 8}, pl::f32));
+    expect_error<UserError>([&] { call(pl::Array::zeros({8, 8}, pl::f32)); },
+                            {"pl::emit_pipeline: the body takes another number of refs than the pipeline has specs"}, line);
+    next_call_works();
+  }
+
+  TEST_CASE("corpus: mpmd_map misuse") {
+    auto k2 = [](pl::Ref, pl::Ref) {};
+    const int line = __LINE__ + 1;
+    expect_error<UserError>([&] { pl::mpmd_map({{pl::CoreMesh("core", 2), k2}, {pl::Mesh({4, 2}, {"core", "sub"}), k2}}, pl::ShapeDtype({8}, pl::f32)); },
+                            {"mpmd_map `kernel`: conflicting size for axis `core`"}, line);
+    next_call_works();
+  }
+
+  TEST_CASE("corpus: a load from a ref reachable only by DMA") {
+    // It used to say <unknown location>: o() = x() reported x's load without x()'s line.
+    int line = 0;
+    auto call = pl::pallas_call(
+        [&](pl::Ref x, pl::Ref o) {
+          line = __LINE__ + 1;
+          o() = x();
+        },
+        pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}}, pl::ShapeDtype({4}, pl::f32));
+    expect_error<UserError>([&] { call(pl::Array::zeros({4}, pl::f32)); },
+                            {"cannot load from a ref in memory space ANY", "reachable only by DMA"}, line);
+    next_call_works();
+  }
+}

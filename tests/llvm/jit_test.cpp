@@ -146,7 +146,7 @@ TEST_SUITE("jit") {
         CHECK(k->source() == Source::Compiled);
         CHECK(reinterpret_cast<void*>(k->entry()) != nullptr);
       });
-      CHECK(log.find("using the disk cache read-only") != std::string::npos);
+      CHECK(log.find("compiled kernels are kept in memory only") != std::string::npos);
       fs::remove(dir.path());
     }
     {
