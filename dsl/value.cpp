@@ -24,11 +24,23 @@ Value Value::astype(DType dtype, std::source_location loc) const { return detail
 Operand::Operand(const Value& v, std::source_location loc) : value_(v), loc_(loc) { detail::check_live(v, loc_); }
 Operand::Operand(const Value& v, SourceLoc loc) : value_(v), loc_(loc) { detail::check_live(v, loc_); }
 
+namespace {
+// A C++ number as a scalar constant: of `type`, or its natural one (bool, i32, f32).
+Value literal_constant(const ir::Literal& literal, bool is_bool, std::optional<DType> type, std::string_view api,
+                       SourceLoc loc) {
+  auto& ctx = detail::TraceContext::current(api, loc);
+  const DType t = type ? *type : is_bool ? DType::i1 : literal.is_float ? DType::f32 : DType::i32;
+  return detail::constant(ctx, literal, Type::scalar(t), loc);
+}
+}  // namespace
+
 Value Operand::materialize(std::optional<DType> literal_type) const {
   if (!literal_) return value_;
-  auto& ctx = detail::TraceContext::current("a literal operand", loc_);
-  DType t = literal_type ? *literal_type : is_bool_ ? DType::i1 : literal_->is_float ? DType::f32 : DType::i32;
-  return detail::constant(ctx, *literal_, Type::scalar(t), loc_);
+  return literal_constant(*literal_, is_bool_, literal_type, "a literal operand", loc_);
+}
+
+Value Value::of_literal(const ir::Literal& literal, bool is_bool, SourceLoc loc) {
+  return literal_constant(literal, is_bool, std::nullopt, "pl::Value", loc);
 }
 
 namespace detail {
@@ -355,17 +367,76 @@ Value select(const Operand& cond, const Operand& a, const Operand& b) { return w
 
 Value astype(const Operand& x, DType dtype) { return detail::cast_to(x.materialize(dtype), dtype, x.loc()); }
 
-Value full(const Shape& shape, double value, DType dtype, std::source_location loc) {
+namespace {
+
+void check_full_shape(const Shape& shape, SourceLoc loc) {
   for (int64_t d : shape)
     if (d < 0)
       throw UserError("pl::full: shape dims must be >= 0", shape_tuple_str(shape), "use non-negative dims", loc);
+}
+
+Value full_at(const Shape& shape, double value, DType dtype, SourceLoc loc) {
+  check_full_shape(shape, loc);
   auto& ctx = detail::TraceContext::current("pl::full", loc);
   ir::Literal lit = is_float(dtype) ? ir::Literal::of_float(value) : ir::Literal::of_int(static_cast<int64_t>(value));
   return emit(ctx, OpKind::Constant, {}, Type::tensor(dtype, shape), lit, loc);
 }
+
+// A traced scalar fill, converted and broadcast.
+Value full_at(const Shape& shape, const Value& fill, DType dtype, SourceLoc loc) {
+  detail::check_live(fill, loc);
+  if (!fill.is_scalar())
+    throw UserError("pl::full: the fill value must be a scalar", describe(fill),
+                    "reduce it to a scalar first, or use pl::broadcast_to for a block", loc);
+  check_full_shape(shape, loc);
+  return broadcast_to(Operand(detail::cast_to(fill, dtype, loc), loc), shape);
+}
+
+}  // namespace
+
+Value full(const Shape& shape, double value, DType dtype, std::source_location loc) { return full_at(shape, value, dtype, loc); }
+Value full(const Shape& shape, const Value& fill, DType dtype, std::source_location loc) {
+  return full_at(shape, fill, dtype, loc);
+}
 Value zeros(const Shape& shape, DType dtype, std::source_location loc) { return full(shape, 0, dtype, loc); }
 Value ones(const Shape& shape, DType dtype, std::source_location loc) { return full(shape, 1, dtype, loc); }
 Value zeros_like(const Value& x, std::source_location loc) { return full(x.shape(), 0, x.dtype(), loc); }
+Value ones_like(const Value& x, std::source_location loc) { return full(x.shape(), 1, x.dtype(), loc); }
+
+Value full_like(const Value& x, const Operand& fill) {
+  if (fill.is_literal()) return full_at(x.shape(), fill.literal().as_double(), x.dtype(), fill.loc());
+  return full_at(x.shape(), fill.value(), x.dtype(), fill.loc());
+}
+
+Value clamp(const Operand& lo, const Operand& x, const Operand& hi) { return minimum(maximum(x, lo), hi); }
+Value clip(const Operand& x, const Operand& lo, const Operand& hi) { return clamp(lo, x, hi); }
+
+namespace {
+
+// Keeps x where `keep(column - row, k)` holds for the last two dims, zero elsewhere.
+template <class Keep>
+Value triangle(const Operand& x, int64_t k, Keep keep, const char* api) {
+  const Value v = x.materialize();
+  if (v.rank() < 2)
+    throw UserError(fmt::format("{}: the value needs at least two dims", api), describe(v),
+                    "apply it to a matrix (or a batch of matrices)", x.loc());
+  auto& ctx = detail::TraceContext::current(api, x.loc());
+  const Type index = Type::tensor(DType::i32, v.shape());
+  const Value rows = emit(ctx, OpKind::Iota, {}, index, int64_t{v.rank() - 2}, x.loc());
+  const Value cols = emit(ctx, OpKind::Iota, {}, index, int64_t{v.rank() - 1}, x.loc());
+  const Value diagonal = detail::constant(ctx, ir::Literal::of_int(k), Type::scalar(DType::i32), x.loc());
+  return where(Operand(keep(Operand(cols - rows, x.loc()), Operand(diagonal, x.loc())), x.loc()), Operand(v, x.loc()),
+               Operand(full_at(v.shape(), 0, v.dtype(), x.loc()), x.loc()));
+}
+
+}  // namespace
+
+Value tril(const Operand& x, int64_t k) {
+  return triangle(x, k, [](const Operand& d, const Operand& k) { return d <= k; }, "pl::tril");
+}
+Value triu(const Operand& x, int64_t k) {
+  return triangle(x, k, [](const Operand& d, const Operand& k) { return d >= k; }, "pl::triu");
+}
 
 Value iota(const Shape& shape, int dimension, DType dtype, std::source_location loc) {
   if (shape.empty() || dimension < 0 || dimension >= static_cast<int>(shape.size()))
@@ -431,7 +502,7 @@ Value swapaxes(const Operand& x, int64_t a, int64_t b) {
 
 namespace {
 
-Value reduce(OpKind kind, const Operand& x, const Axes& axes, std::string_view api) {
+Value reduce(OpKind kind, const Operand& x, const Axes& axes, bool keepdims, std::string_view api) {
   Value v = x.materialize();
   const int64_t r = v.rank();
   std::vector<int64_t> list;
@@ -459,14 +530,33 @@ Value reduce(OpKind kind, const Operand& x, const Axes& axes, std::string_view a
   for (int64_t i = 0; i < r; ++i)
     if (!unique.count(i)) s.push_back(v.shape()[i]);
   auto& ctx = detail::TraceContext::current(api, x.loc());
-  return emit(ctx, kind, {v}, Type::tensor(v.dtype(), s), list, x.loc());
+  const Value reduced = emit(ctx, kind, {v}, Type::tensor(v.dtype(), s), list, x.loc());
+  if (!keepdims) return reduced;
+  Shape kept = v.shape();
+  for (int64_t a : list) kept[a] = 1;
+  return reshape(Operand(reduced, x.loc()), kept);
 }
 
 }  // namespace
 
-Value sum(const Operand& x, Axes axes) { return reduce(OpKind::ReduceSum, x, axes, "pl::sum"); }
-Value max(const Operand& x, Axes axes) { return reduce(OpKind::ReduceMax, x, axes, "pl::max"); }
-Value min(const Operand& x, Axes axes) { return reduce(OpKind::ReduceMin, x, axes, "pl::min"); }
+Value sum(const Operand& x, Axes axes, bool keepdims) { return reduce(OpKind::ReduceSum, x, axes, keepdims, "pl::sum"); }
+Value max(const Operand& x, Axes axes, bool keepdims) { return reduce(OpKind::ReduceMax, x, axes, keepdims, "pl::max"); }
+Value min(const Operand& x, Axes axes, bool keepdims) { return reduce(OpKind::ReduceMin, x, axes, keepdims, "pl::min"); }
+
+Value Value::reshape(const Shape& shape, std::source_location loc) const { return tessera::reshape(Operand(*this, loc), shape); }
+Value Value::sum(Axes axes, bool keepdims, std::source_location loc) const {
+  return tessera::sum(Operand(*this, loc), std::move(axes), keepdims);
+}
+Value Value::max(Axes axes, bool keepdims, std::source_location loc) const {
+  return tessera::max(Operand(*this, loc), std::move(axes), keepdims);
+}
+Value Value::min(Axes axes, bool keepdims, std::source_location loc) const {
+  return tessera::min(Operand(*this, loc), std::move(axes), keepdims);
+}
+Value Value::transpose(std::vector<int64_t> perm, std::source_location loc) const {
+  return tessera::transpose(Operand(*this, loc), std::move(perm));
+}
+Value Value::T(std::source_location loc) const { return tessera::transpose(Operand(*this, loc)); }
 
 namespace {
 

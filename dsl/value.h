@@ -30,9 +30,30 @@ namespace detail {
 template <class> inline constexpr bool dependent_false = false;
 }
 
+// The axes to reduce: one axis, a list, or (default) all of them. Negative axes count from the end.
+class Axes {
+ public:
+  Axes() : all_(true) {}
+  Axes(int axis) : axes_{axis} {}
+  Axes(std::initializer_list<int64_t> axes) : axes_(axes) {}
+  bool all() const { return all_; }
+  const std::vector<int64_t>& list() const { return axes_; }
+
+ private:
+  std::vector<int64_t> axes_;
+  bool all_ = false;
+};
+
 class Value {
  public:
   Value() = default;
+  // A scalar constant from a C++ number (i32, f32 or bool by its type), inside a kernel being traced.
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  explicit Value(T literal, std::source_location loc = std::source_location::current())
+      : Value(of_literal(std::is_floating_point_v<T> ? ir::Literal::of_float(static_cast<double>(literal))
+                                                      : ir::Literal::of_int(static_cast<int64_t>(literal)),
+                         std::is_same_v<T, bool>, loc)) {}
 
   // By value: the IR grows while tracing, so references into it would not stay valid.
   Type type() const;
@@ -44,6 +65,14 @@ class Value {
 
   // The value converted to `dtype` (jnp's astype).
   Value astype(DType dtype, std::source_location loc = std::source_location::current()) const;
+  // A jax array's methods: the same as pl::reshape, pl::sum, pl::max, pl::min and pl::transpose; T()
+  // reverses the dims (x.T).
+  Value reshape(const Shape& shape, std::source_location loc = std::source_location::current()) const;
+  Value sum(Axes axes = {}, bool keepdims = false, std::source_location loc = std::source_location::current()) const;
+  Value max(Axes axes = {}, bool keepdims = false, std::source_location loc = std::source_location::current()) const;
+  Value min(Axes axes = {}, bool keepdims = false, std::source_location loc = std::source_location::current()) const;
+  Value transpose(std::vector<int64_t> perm = {}, std::source_location loc = std::source_location::current()) const;
+  Value T(std::source_location loc = std::source_location::current()) const;
 
   // There is deliberately no conversion to bool: a traced value is not known while the kernel is
   // traced, so a C++ `if (v)` does not compile. Branch with pl::when, pl::cond or pl::where.
@@ -58,6 +87,9 @@ class Value {
   Value(detail::TraceContext& ctx, ir::ValueId id) : ctx_(&ctx), serial_(ctx.serial()), id_(id) {}
 
  private:
+  // The scalar constant a C++ number makes (as Operand::materialize does).
+  static Value of_literal(const ir::Literal& literal, bool is_bool, SourceLoc loc);
+
   detail::TraceContext* ctx_ = nullptr;
   uint64_t serial_ = 0;
   ir::ValueId id_ = ir::kNone;
@@ -142,6 +174,13 @@ Value logical_not(const Operand& x);
 Value where(const Operand& cond, const Operand& a, const Operand& b);
 Value select(const Operand& cond, const Operand& a, const Operand& b);
 Value astype(const Operand& x, DType dtype);
+// lax.clamp(lo, x, hi) and jnp.clip(x, lo, hi): x limited to [lo, hi], element-wise.
+Value clamp(const Operand& lo, const Operand& x, const Operand& hi);
+Value clip(const Operand& x, const Operand& lo, const Operand& hi);
+// jnp.tril / jnp.triu over the last two dims: the elements on and below (tril) or on and above
+// (triu) diagonal k (0: the main one; k > 0 above it) are kept, the others are zero.
+Value tril(const Operand& x, int64_t k = 0);
+Value triu(const Operand& x, int64_t k = 0);
 
 // ---- constructors ----
 Value zeros(const Shape& shape, DType dtype, std::source_location loc = std::source_location::current());
@@ -150,8 +189,13 @@ Value full(const Shape& shape, double value, DType dtype, std::source_location l
 // A block whose elements equal their index along `dimension` (lax.broadcasted_iota).
 Value iota(const Shape& shape, int dimension, DType dtype = DType::i32,
            std::source_location loc = std::source_location::current());
+// A block of `shape` whose every element is the traced scalar `fill`, converted to `dtype`.
+Value full(const Shape& shape, const Value& fill, DType dtype, std::source_location loc = std::source_location::current());
 Value zeros_like(const Value& x, std::source_location loc = std::source_location::current());
 Value zeros_like(const Ref& x, std::source_location loc = std::source_location::current());
+Value ones_like(const Value& x, std::source_location loc = std::source_location::current());
+// x's shape and dtype, filled with `fill` (a number or a traced scalar).
+Value full_like(const Value& x, const Operand& fill);
 
 // ---- shape ----
 Value broadcast_to(const Operand& x, const Shape& shape);
@@ -161,22 +205,11 @@ Value transpose(const Operand& x, std::vector<int64_t> perm = {});
 Value swapaxes(const Operand& x, int64_t a, int64_t b);
 
 // ---- reductions ----
-// The axes to reduce: one axis, a list, or (default) all of them. Negative axes count from the end.
-class Axes {
- public:
-  Axes() : all_(true) {}
-  Axes(int axis) : axes_{axis} {}
-  Axes(std::initializer_list<int64_t> axes) : axes_(axes) {}
-  bool all() const { return all_; }
-  const std::vector<int64_t>& list() const { return axes_; }
-
- private:
-  std::vector<int64_t> axes_;
-  bool all_ = false;
-};
-Value sum(const Operand& x, Axes axes = {});
-Value max(const Operand& x, Axes axes = {});
-Value min(const Operand& x, Axes axes = {});
+// keepdims: the reduced axes stay, with size 1 (jnp's keepdims=True), so the result broadcasts
+// against x: `x - pl::max(x, 1, /*keepdims=*/true)`.
+Value sum(const Operand& x, Axes axes = {}, bool keepdims = false);
+Value max(const Operand& x, Axes axes = {}, bool keepdims = false);
+Value min(const Operand& x, Axes axes = {}, bool keepdims = false);
 
 // ---- contractions ----
 // jnp.dot: contracts the last dim of a with the only / second-to-last dim of b. The product is

@@ -305,6 +305,66 @@ TEST_SUITE("dsl") {
     CHECK(ci.at<int64_t>({2, 3}) == 2 * acci);
   }
 
+  TEST_CASE("ops: reductions with keepdims, a softmax as Pallas users write it") {
+    const pl::Array x = pl::Array::random_normal({4, 8}, pl::f32, 11);
+    // jnp: e = exp(x - x.max(axis=1, keepdims=True)); e / e.sum(axis=1, keepdims=True)
+    const pl::Array got = apply1(
+        [](pl::Value v) {
+          const pl::Value e = pl::exp(v - pl::max(v, 1, /*keepdims=*/true));
+          return e / e.sum(1, /*keepdims=*/true);
+        },
+        x, pl::ShapeDtype({4, 8}, pl::f32), 1e-6);
+    for (int64_t r = 0; r < 4; ++r) {
+      double mx = -1e30, total = 0;
+      for (int64_t c = 0; c < 8; ++c) mx = std::max(mx, double(x.at<float>({r, c})));
+      for (int64_t c = 0; c < 8; ++c) total += std::exp(double(x.at<float>({r, c})) - mx);
+      for (int64_t c = 0; c < 8; ++c)
+        CHECK(got.at<float>({r, c}) == doctest::Approx(std::exp(double(x.at<float>({r, c})) - mx) / total).epsilon(1e-5));
+    }
+    // Shapes: keepdims keeps every reduced axis as 1.
+    const pl::Array kept = apply1([](pl::Value v) { return pl::sum(v, {0, 1}, true) + pl::min(v, 0, true) * 0.0f; }, x,
+                                  pl::ShapeDtype({1, 8}, pl::f32), 1e-5);
+    double all = 0;
+    for (float v : x.to_vector<float>()) all += v;
+    CHECK(kept.at<float>({0, 3}) == doctest::Approx(all).epsilon(1e-5));
+  }
+
+  TEST_CASE("ops: a value's methods, *_like constructors, clamp and clip, tril and triu, pl::Value from a number") {
+    const pl::Array x = pl::Array::arange(32, pl::f32).reshape({4, 8});
+    const pl::Array t = apply1([](pl::Value v) { return v.T().reshape({8, 4}); }, x, pl::ShapeDtype({8, 4}, pl::f32));
+    CHECK(t.at<float>({5, 2}) == x.at<float>({2, 5}));
+    CHECK(apply1([](pl::Value v) { return v.transpose({1, 0}).sum(1); }, x, pl::ShapeDtype({8}, pl::f32))
+              .to_vector<float>() == std::vector<float>{48, 52, 56, 60, 64, 68, 72, 76});
+    CHECK(apply1([](pl::Value v) { return v.max(1) - v.min(); }, x, pl::ShapeDtype({4}, pl::f32)).to_vector<float>() ==
+          std::vector<float>{7, 15, 23, 31});
+    CHECK(apply1([](pl::Value v) { return pl::full_like(v, v.max()) + pl::ones_like(v) + pl::full_like(v, 2); }, x,
+                 pl::ShapeDtype({4, 8}, pl::f32))
+              .at<float>({2, 2}) == 34.0f);
+    CHECK(apply1([](pl::Value v) { return pl::full({2, 3}, v.sum().astype(pl::i32), pl::f32); }, x,
+                 pl::ShapeDtype({2, 3}, pl::f32))
+              .at<float>({1, 2}) == 496.0f);
+    CHECK(apply1([](pl::Value v) { return pl::clamp(3.0f, v, 6.0f) + pl::clip(v, 30.0f, 31.0f) * 0.0f; }, x,
+                 pl::ShapeDtype({4, 8}, pl::f32))
+              .to_vector<float>()[0] == 3.0f);
+    const pl::Array lower = apply1([](pl::Value v) { return pl::tril(v); }, x, pl::ShapeDtype({4, 8}, pl::f32));
+    const pl::Array upper = apply1([](pl::Value v) { return pl::triu(v, 2); }, x, pl::ShapeDtype({4, 8}, pl::f32));
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t c = 0; c < 8; ++c) {
+        CHECK(lower.at<float>({r, c}) == (c <= r ? x.at<float>({r, c}) : 0.0f));
+        CHECK(upper.at<float>({r, c}) == (c >= r + 2 ? x.at<float>({r, c}) : 0.0f));
+      }
+    CHECK(apply1([](pl::Value v) { return v * pl::Value(2) + pl::Value(0.5); }, x, pl::ShapeDtype({4, 8}, pl::f32))
+              .at<float>({1, 1}) == 18.5f);
+    auto trace1 = [](const Fn1& f) {
+      return pl::pallas_call([&](pl::Ref xr, pl::Ref o) { o() = f(xr()); }, pl::GridSpec{}, pl::ShapeDtype({8}, pl::f32))(
+          pl::Array::zeros({8}, pl::f32));
+    };
+    CHECK_THROWS_WITH_AS(trace1([](pl::Value v) { return pl::tril(v); }),
+                         doctest::Contains("pl::tril: the value needs at least two dims"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Value v) { return pl::full({8}, v, pl::f32); }),
+                         doctest::Contains("pl::full: the fill value must be a scalar"), UserError);
+  }
+
   TEST_CASE("ops: ref windows, strided slices, views and masked access") {
     pl::Array x = pl::Array::arange(32, pl::f32).reshape({4, 8});
     auto kernel = [](pl::Ref xr, pl::Ref o) {
