@@ -170,19 +170,20 @@ void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<c
 }
 
 void run_cores(Launch& launch, int num_cores, const std::function<void(int core)>& body) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(num_cores));
+  // The failure first in time is the cause; another core's later failure (a wait its partner will
+  // never satisfy, say) is a consequence.
+  Failures failures(static_cast<size_t>(num_cores));
   auto run = [&](int core) {
     try {
       body(core);
     } catch (const Cancelled&) {
     } catch (...) {
-      errors[core] = std::current_exception();
+      failures.record(static_cast<size_t>(core), std::current_exception());
       launch.cancel();
     }
   };
   ThreadPool::global().run(num_cores, run);
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  if (const size_t first = failures.first(); first < failures.size()) std::rethrow_exception(failures.error(first));
 }
 
 // ---- launching executables ---------------------------------------------------------------------

@@ -178,22 +178,23 @@ void kernel_scope(CoreContext& core, const std::string& name, bool start);
 void begin_pipeline(CoreContext& core, int64_t id);
 
 // Runs body(core) for every core on the thread pool (core 0 on the caller's thread). When a core
-// throws, the launch is cancelled and, after all cores stopped, the failure of the lowest failing
-// core is rethrown.
+// throws, the launch is cancelled and, after all cores stopped, the first failure in time is
+// rethrown (RuntimeError::sequence; what other cores ran into after it is its consequence).
 void run_cores(Launch& launch, int num_cores, const std::function<void(int core)>& body);
 
 struct Executable;
 
-// A pallas_call: runs `exe` over its grid on the current device (rt::current_device(), none outside
-// a shard_map), its steps split over the cores, and returns its outputs. `args` are the
-// scalar-prefetch operands, then the inputs. A kernel that communicates joins the collective launch
-// of every device of the shard_map (the caller checked that there is one). Throws the failure of the
-// lowest failing core.
 // What a caller may ask of one launch beyond its executable.
 struct LaunchOptions {
   BlockWriteLog* block_writes = nullptr;  // checked backends log the blocks they write back here
   std::optional<uint64_t> seed;           // replaces Executable::checked.seed (schedule exploration)
 };
+
+// A pallas_call: runs `exe` over its grid on the current device (rt::current_device(), none outside
+// a shard_map), its steps split over the cores, and returns its outputs. `args` are the
+// scalar-prefetch operands, then the inputs. A kernel that communicates joins the collective launch
+// of every device of the shard_map (the caller checked that there is one). Throws the first failure
+// of its cores (run_cores).
 std::vector<Array> launch(const Executable& exe, std::span<const Array> args, const LaunchOptions& options = {});
 
 // One participant of launch_together: a point of a mesh running `exe` once, as one core.

@@ -104,6 +104,32 @@ TEST_SUITE("dsl") {
     pl::set_num_threads(0);
   }
 
+  TEST_CASE("grid: of two cores that fail, the one that failed first is the error") {
+    // Core 1 reads out of bounds at once; core 0 does the same after a loop of about 0.3 s, long
+    // enough for core 1 (on a pool thread) to have started and failed even on a loaded machine.
+    auto kernel = [](pl::Ref x, pl::Ref o) {
+      pl::when(pl::program_id(0) == 0, [&] {
+        pl::Value start = pl::fori_loop(0, 3000000, 0, [](pl::Value, pl::Value a) { return a + 1; });
+        o() = x(pl::ds(start, 4));
+      });
+      pl::when(pl::program_id(0) == 1, [&] { o() = x(pl::ds(pl::program_id(0) * 200, 4)); });
+    };
+    pl::InterpretParams two_cores;
+    two_cores.num_cores_or_threads = 2;
+    auto call = pl::pallas_call(kernel,
+                                pl::GridSpec{.grid = {2}, .out_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })}},
+                                pl::ShapeDtype({8}, pl::f32),
+                                {.compiler_params = {.dimension_semantics = {pl::parallel}}, .interpret = two_cores});
+    try {
+      call(pl::Array::zeros({8}, pl::f32));
+      FAIL("no RuntimeError");
+    } catch (const RuntimeError& e) {
+      INFO(e.what());
+      CHECK(e.where().core == 1);
+      CHECK(std::string(e.what()).find("ds(200, 4)") != std::string::npos);
+    }
+  }
+
   TEST_CASE("grid: a non-consecutive revisit of an output block is an error naming the output and the step") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       // Output index j over grid (2, 2) visits blocks 0, 1, 0, 1.
