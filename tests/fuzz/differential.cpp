@@ -263,6 +263,7 @@ Program shrink(const Program& p, const Verdict& failure) {
 std::string reproducer(const Program& p, const Verdict& failure) {
   Program small = shrink(p, failure);
   Verdict v = check(small);
+  if (v.kind == Verdict::agree) v = failure;  // a failure that does not come back: report the original
   std::string ir;
   try {
     ir = with_call(small, pl::CallOptions{}, [&](const auto& call) { return ir::print(call.traced(make_inputs(small))); });
