@@ -115,13 +115,14 @@ auto elementwise_call(const Program& p, pl::CallOptions options) {
     auto [r, c] = rows_cols(a, b);
     return row ? pl::idx(0, c) : pl::idx(r, c);
   };
-  pl::BlockSpec xo({p.block_rows, p.block_cols}, xo_map);
+  pl::BlockSpec x({p.block_rows, p.block_cols}, xo_map, pl::Buffered(p.x_buffers));
   pl::BlockSpec y({p.y_is_row ? 1 : p.block_rows, p.block_cols}, y_map);
+  pl::BlockSpec o({p.block_rows, p.block_cols}, xo_map);
   options.compiler_params = params_of(p);
   return pl::pallas_call(kernel,
                          pl::GridSpec{.grid = p.grid(),
-                                      .in_specs = {xo, y},
-                                      .out_specs = {xo},
+                                      .in_specs = {x, y},
+                                      .out_specs = {o},
                                       .scratch_shapes = {pl::VMEM({p.block_rows, p.block_cols}, p.scratch_dtype())}},
                          pl::ShapeDtype({p.rows, p.cols}, p.out_dtype), options);
 }
@@ -148,7 +149,8 @@ auto dot_call(const Program& p, pl::CallOptions options) {
   return pl::pallas_call(
       kernel,
       pl::GridSpec{.grid = p.grid(),
-                   .in_specs = {t ? pl::BlockSpec({p.block_rows, p.block_depth}, x_map) : pl::BlockSpec({p.block_rows, p.depth}, x2),
+                   .in_specs = {t ? pl::BlockSpec({p.block_rows, p.block_depth}, x_map, pl::Buffered(p.x_buffers))
+                                  : pl::BlockSpec({p.block_rows, p.depth}, x2, pl::Buffered(p.x_buffers)),
                                 t ? pl::BlockSpec({p.block_depth, p.block_cols}, y_map) : pl::BlockSpec({p.depth, p.block_cols}, y2)},
                    .out_specs = {t ? pl::BlockSpec({p.block_rows, p.block_cols}, o_map) : pl::BlockSpec({p.block_rows, p.block_cols}, o2)},
                    .scratch_shapes = {pl::VMEM({p.block_rows, p.block_cols}, p.out_dtype)}},

@@ -135,6 +135,7 @@ void generate_elementwise(Program& p, Rng& rng) {
     p.when_value = rng.between(0, p.blocks(p.when_axis) - 1);
   }
   p.staged = rng.chance(0.3);
+  p.x_buffers = static_cast<int>(rng.between(1, 3));
 }
 
 void generate_dot(Program& p, Rng& rng) {
@@ -151,6 +152,7 @@ void generate_dot(Program& p, Rng& rng) {
   p.depth = p.tiled_k ? p.block_depth * rng.between(1, 4) : p.block_depth;
   p.parallel_axes = static_cast<int>(rng.between(0, 2));
   p.interpret_cores = static_cast<int>(rng.between(1, 3));
+  p.x_buffers = static_cast<int>(rng.between(1, 3));
 }
 
 }  // namespace
@@ -337,8 +339,8 @@ std::string to_text(const Program& p) {
   std::string s = fmt::format("// fuzz program, seed {}\n", p.seed);
   s += fmt::format("// x {} {}, y {} {} -> o ({}, {}) {}\n", shape_text(p.x_shape()), dtype_name(p.in_dtype),
                    shape_text(p.y_shape()), dtype_name(p.in_dtype), p.rows, p.cols, dtype_name(p.out_dtype));
-  s += fmt::format("// grid {}, {} leading axes parallel, interpreter on {} core(s)\n", shape_text(p.grid()),
-                   p.parallel_axes, p.interpret_cores);
+  s += fmt::format("// grid {}, {} leading axes parallel, interpreter on {} core(s), x's spec pl::Buffered({})\n",
+                   shape_text(p.grid()), p.parallel_axes, p.interpret_cores, p.x_buffers);
   if (p.is_dot) {
     s += fmt::format("// blocks: x ({}, {}), y ({}, {}), o ({}, {}); scratch acc ({}, {}) {}\n", p.block_rows,
                      p.block_depth, p.block_depth, p.block_cols, p.block_rows, p.block_cols, p.block_rows,

@@ -58,6 +58,8 @@ struct Program {
   // Dot: x (rows, depth) . y (depth, cols); tiled: a k grid axis of depth / block_depth steps.
   int64_t depth = 1, block_depth = 1;
   bool tiled_k = false;
+  // x's BlockSpec pipeline mode: pl::Buffered(x_buffers) fetches the next blocks ahead (1: none).
+  int x_buffers = 1;
   // How many leading grid axes are pl::parallel; the interpreter's simulated cores.
   int parallel_axes = 0;
   int interpret_cores = 1;
