@@ -51,7 +51,8 @@ namespace {
 std::string block_key(int64_t operand, std::span<const int64_t> starts) {
   std::string key(sizeof(int64_t) * (starts.size() + 1), '\0');
   std::memcpy(key.data(), &operand, sizeof operand);
-  std::memcpy(key.data() + sizeof operand, starts.data(), starts.size_bytes());
+  // A rank-0 block has no starts, and memcpy's source must not be null even for zero bytes.
+  if (!starts.empty()) std::memcpy(key.data() + sizeof operand, starts.data(), starts.size_bytes());
   return key;
 }
 }  // namespace

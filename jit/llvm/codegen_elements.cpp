@@ -35,7 +35,11 @@ llvm::Value* Emitter::libm(const char* f32_name, const char* f64_name, DType t, 
   llvm::Type* ty = args[0]->getType();
   std::vector<llvm::Type*> types(args.size(), ty);
   auto callee = m_.getOrInsertFunction(t == DType::f64 ? f64_name : f32_name, llvm::FunctionType::get(ty, types, false));
-  return b_.CreateCall(callee, args);
+  llvm::CallInst* call = b_.CreateCall(callee, args);
+  // The rule is the libm function itself, as the interpreter calls it. As a builtin, LLVM would
+  // rewrite calls it can see through: powf(8, y) became exp2f(3 * y), with 3 * y rounded first.
+  call->addFnAttr(llvm::Attribute::NoBuiltin);
+  return call;
 }
 
 llvm::Value* Emitter::intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {

@@ -1,0 +1,293 @@
+#include "tests/fuzz/differential.h"
+
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "jit/ir/printer.h"
+
+namespace tessera::fuzz {
+
+namespace pl = tessera;
+
+namespace {
+
+// Traces an element-wise program's expression inside the kernel; mirrors to_text's Printer.
+class Tracer {
+ public:
+  Tracer(const Program& p, pl::Ref x, pl::Ref y) : p_(p), x_(x), y_(y) {}
+
+  pl::Value expr(int n) {
+    const Expr& e = p_.nodes[static_cast<size_t>(n)];
+    auto arg = [&](size_t i) { return expr(e.args[i]); };
+    const pl::Shape block = {p_.block_rows, p_.block_cols};
+    switch (e.kind) {
+      case Node::x: return x_();
+      case Node::y: return p_.y_is_row ? pl::broadcast_to(y_(), block) : pl::Value(y_());
+      case Node::constant: return pl::full(block, e.constant, e.dtype);
+      case Node::iota: return pl::iota(block, e.axis, e.dtype);
+      case Node::program_id: return pl::broadcast_to(block_index(e.axis).astype(e.dtype), block);
+      case Node::loop_index: return pl::broadcast_to(loop_index_.back().astype(e.dtype), block);
+      case Node::unary: return unary_ops()[static_cast<size_t>(e.op)].apply(arg(0));
+      case Node::binary: return binary_ops()[static_cast<size_t>(e.op)].apply(arg(0), arg(1));
+      case Node::select: {
+        pl::Value c = compare_ops()[static_cast<size_t>(e.op)].apply(arg(0), arg(1));
+        return pl::where(c, arg(2), arg(3));
+      }
+      case Node::cast: return arg(0).astype(e.dtype);
+      case Node::reduce: {
+        pl::Shape kept = e.axis == 0 ? pl::Shape{1, p_.block_cols} : pl::Shape{p_.block_rows, 1};
+        return pl::broadcast_to(pl::reshape(reduce_ops()[static_cast<size_t>(e.op)].apply(in_array(arg(0), e.axis), e.axis), kept), block);
+      }
+      case Node::loop: {
+        pl::Value init = arg(0);
+        return pl::fori_loop(0, e.value, init, [&](pl::Value i, pl::Value c) {
+          loop_index_.push_back(i);
+          pl::Value next = binary_ops()[static_cast<size_t>(e.op)].apply(c, expr(e.args[1]));
+          loop_index_.pop_back();
+          return next;
+        });
+      }
+      case Node::cond:
+        return pl::cond(block_index(e.axis) == e.value, [&] { return expr(e.args[0]); }, [&] { return expr(e.args[1]); });
+    }
+    return {};
+  }
+
+  // The block index along array axis `axis` at this grid point.
+  pl::Value block_index(int axis) const {
+    pl::Value v = pl::program_id(p_.transposed_grid ? 1 - axis : axis);
+    return p_.reversed ? (p_.blocks(axis) - 1) - v : v;
+  }
+
+  // `v` where its element lies inside the array along `axis`, else 0: a partial edge block's
+  // padding must not reach a reduction.
+  pl::Value in_array(const pl::Value& v, int axis) const {
+    const int64_t n = axis == 0 ? p_.rows : p_.cols, b = axis == 0 ? p_.block_rows : p_.block_cols;
+    pl::Value inside = pl::iota(v.shape(), axis) + block_index(axis) * b < n;
+    return pl::where(inside, v, pl::zeros_like(v));
+  }
+
+ private:
+  const Program& p_;
+  pl::Ref x_, y_;
+  std::vector<pl::Value> loop_index_;
+};
+
+pl::CompilerParams params_of(const Program& p) {
+  pl::CompilerParams params;
+  const size_t rank = p.grid().size();
+  for (size_t a = 0; a < rank; ++a)
+    params.dimension_semantics.push_back(static_cast<int>(a) < p.parallel_axes && a < 2 ? pl::parallel : pl::arbitrary);
+  return params;
+}
+
+// The pallas_call of an element-wise program.
+auto elementwise_call(const Program& p, pl::CallOptions options) {
+  auto kernel = [&p](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref scratch) {
+    Tracer t(p, x, y);
+    pl::Value value = t.expr(p.root);
+    if (p.staged) {
+      scratch() = value;
+      value = scratch();
+    }
+    o() = value.astype(p.out_dtype);
+    if (p.overwrite >= 0)
+      pl::when(t.block_index(p.when_axis) == p.when_value, [&] { o() = t.expr(p.overwrite).astype(p.out_dtype); });
+  };
+  // Grid indices (a, b) to the block indices (rows, cols) of x and o.
+  auto rows_cols = [&p](pl::Value a, pl::Value b) {
+    pl::Value r = p.transposed_grid ? b : a, c = p.transposed_grid ? a : b;
+    if (p.reversed) {
+      r = (p.blocks(0) - 1) - r;
+      c = (p.blocks(1) - 1) - c;
+    }
+    return std::pair{r, c};
+  };
+  auto xo_map = [rows_cols](pl::Value a, pl::Value b) {
+    auto [r, c] = rows_cols(a, b);
+    return pl::idx(r, c);
+  };
+  auto y_map = [rows_cols, row = p.y_is_row](pl::Value a, pl::Value b) {
+    auto [r, c] = rows_cols(a, b);
+    return row ? pl::idx(0, c) : pl::idx(r, c);
+  };
+  pl::BlockSpec x({p.block_rows, p.block_cols}, xo_map, pl::Buffered(p.x_buffers));
+  pl::BlockSpec y({p.y_is_row ? 1 : p.block_rows, p.block_cols}, y_map);
+  pl::BlockSpec o({p.block_rows, p.block_cols}, xo_map);
+  options.compiler_params = params_of(p);
+  return pl::pallas_call(kernel,
+                         pl::GridSpec{.grid = p.grid(),
+                                      .in_specs = {x, y},
+                                      .out_specs = {o},
+                                      .scratch_shapes = {pl::VMEM({p.block_rows, p.block_cols}, p.scratch_dtype())}},
+                         pl::ShapeDtype({p.rows, p.cols}, p.out_dtype), options);
+}
+
+// The pallas_call of a dot program: the seed's matmul, over one k block or tiled over k.
+auto dot_call(const Program& p, pl::CallOptions options) {
+  auto kernel = [&p](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
+    if (!p.tiled_k) {
+      o() = pl::dot(x(), y(), p.out_dtype);
+      return;
+    }
+    pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
+    acc() += pl::dot(x(), y(), p.out_dtype);
+    pl::when(pl::program_id(2) == p.depth / p.block_depth - 1, [&] { o() = acc(); });
+  };
+  auto x_map = [](pl::Value i, pl::Value, pl::Value k) { return pl::idx(i, k); };
+  auto y_map = [](pl::Value, pl::Value j, pl::Value k) { return pl::idx(k, j); };
+  auto o_map = [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); };
+  auto x2 = [](pl::Value i, pl::Value) { return pl::idx(i, 0); };
+  auto y2 = [](pl::Value, pl::Value j) { return pl::idx(0, j); };
+  auto o2 = [](pl::Value i, pl::Value j) { return pl::idx(i, j); };
+  const bool t = p.tiled_k;
+  options.compiler_params = params_of(p);
+  return pl::pallas_call(
+      kernel,
+      pl::GridSpec{.grid = p.grid(),
+                   .in_specs = {t ? pl::BlockSpec({p.block_rows, p.block_depth}, x_map, pl::Buffered(p.x_buffers))
+                                  : pl::BlockSpec({p.block_rows, p.depth}, x2, pl::Buffered(p.x_buffers)),
+                                t ? pl::BlockSpec({p.block_depth, p.block_cols}, y_map) : pl::BlockSpec({p.depth, p.block_cols}, y2)},
+                   .out_specs = {t ? pl::BlockSpec({p.block_rows, p.block_cols}, o_map) : pl::BlockSpec({p.block_rows, p.block_cols}, o2)},
+                   .scratch_shapes = {pl::VMEM({p.block_rows, p.block_cols}, p.out_dtype)}},
+      pl::ShapeDtype({p.rows, p.cols}, p.out_dtype), options);
+}
+
+// Runs `body(call)` on the program's pallas_call with these options.
+template <class F>
+auto with_call(const Program& p, const pl::CallOptions& options, F body) {
+  if (p.is_dot) return body(dot_call(p, options));
+  return body(elementwise_call(p, options));
+}
+
+pl::CallOptions interpreted(const Program& p) {
+  pl::CallOptions o;
+  o.interpret = pl::InterpretParams{.num_cores_or_threads = p.interpret_cores};
+  return o;
+}
+
+struct Outcome {
+  std::optional<pl::Array> out;
+  std::string error;
+};
+
+Outcome run(const Program& p, const std::vector<pl::Array>& inputs, const pl::CallOptions& options) {
+  try {
+    return {with_call(p, options, [&](const auto& call) { return call(inputs); }), ""};
+  } catch (const std::exception& e) {
+    return {std::nullopt, e.what()};
+  }
+}
+
+std::string element_text(const pl::Array& a, int64_t i) {
+  if (is_float(a.dtype())) return fmt::format("{}", a.to_vector<double>()[static_cast<size_t>(i)]);
+  return fmt::format("{}", a.to_vector<int64_t>()[static_cast<size_t>(i)]);
+}
+
+// The first element where compiled and interpreted differ, or nothing.
+std::optional<std::string> first_difference(const Program& p, const pl::Array& compiled, const pl::Array& interp) {
+  const int64_t n = compiled.size(), es = static_cast<int64_t>(dtype_size(compiled.dtype()));
+  const bool fp = is_float(compiled.dtype());
+  std::vector<double> c = fp ? compiled.to_vector<double>() : std::vector<double>{};
+  std::vector<double> r = fp ? interp.to_vector<double>() : std::vector<double>{};
+  const double tolerance = 1e-6 * static_cast<double>(p.depth + 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<size_t>(i);
+    bool same;
+    if (fp && p.is_dot) same = std::abs(c[k] - r[k]) <= tolerance + tolerance * std::abs(r[k]);
+    else if (fp && std::isnan(c[k]) && std::isnan(r[k])) same = true;
+    else same = std::memcmp(compiled.data() + i * es, interp.data() + i * es, static_cast<size_t>(es)) == 0;
+    if (!same)
+      return fmt::format("element ({}, {}): compiled {}, interpreted {}{}", i / p.cols, i % p.cols,
+                         element_text(compiled, i), element_text(interp, i),
+                         p.is_dot && fp ? fmt::format(" (tolerance {} relative and absolute)", tolerance) : "");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Verdict check(const Program& p) {
+  const std::vector<pl::Array> inputs = make_inputs(p);
+  Outcome compiled = run(p, inputs, pl::CallOptions{});
+  Outcome interp = run(p, inputs, interpreted(p));
+  if (!compiled.out && !interp.out)
+    return {Verdict::both_threw, fmt::format("compiled threw: {}\ninterpreted threw: {}", compiled.error, interp.error)};
+  if (!compiled.out) return {Verdict::one_threw, fmt::format("only compiled threw: {}", compiled.error)};
+  if (!interp.out) return {Verdict::one_threw, fmt::format("only interpreted threw: {}", interp.error)};
+  if (auto d = first_difference(p, *compiled.out, *interp.out)) return {Verdict::differ, *d};
+  return {};
+}
+
+Program shrink(const Program& p, const Verdict& failure) {
+  if (failure.kind == Verdict::agree || failure.kind == Verdict::both_threw) return p;
+  Program best = p;
+  auto still_fails = [&](const Program& candidate) { return check(candidate).kind == failure.kind; };
+  for (bool progress = true; progress;) {
+    progress = false;
+    std::vector<Program> candidates;
+    if (best.overwrite >= 0) {
+      candidates.push_back(best);
+      candidates.back().overwrite = -1;
+    }
+    if (best.staged) {
+      candidates.push_back(best);
+      candidates.back().staged = false;
+    }
+    for (size_t n = 0; n < best.nodes.size(); ++n) {
+      const Expr& e = best.nodes[n];
+      // A loop whose body refers to its index cannot give way to that body: keep it, shorten it.
+      for (size_t a = 0; a < e.args.size(); ++a) {
+        if (e.kind == Node::loop && a == 1) continue;
+        if (best.nodes[static_cast<size_t>(e.args[a])].dtype != e.dtype) continue;
+        candidates.push_back(best);
+        candidates.back().nodes[n] = best.nodes[static_cast<size_t>(e.args[a])];
+      }
+      if (e.kind == Node::loop && e.value > 1) {
+        candidates.push_back(best);
+        candidates.back().nodes[n].value = 1;
+      }
+    }
+    for (const Program& c : candidates)
+      if (still_fails(c)) {
+        best = c;
+        progress = true;
+        break;
+      }
+  }
+  return best;
+}
+
+std::string reproducer(const Program& p, const Verdict& failure) {
+  Program small = shrink(p, failure);
+  Verdict v = check(small);
+  if (v.kind == Verdict::agree) v = failure;  // a failure that does not come back: report the original
+  std::string ir;
+  try {
+    ir = with_call(small, pl::CallOptions{}, [&](const auto& call) { return ir::print(call.traced(make_inputs(small))); });
+  } catch (const std::exception& e) {
+    ir = fmt::format("(tracing failed: {})\n", e.what());
+  }
+  return fmt::format(
+      "fuzz: the backends disagree on the program of seed {} (rerun: tessera_fuzz --seed {} --count 1)\n"
+      "{}\nthe program, shrunk:\n{}\nits traced IR:\n{}",
+      p.seed, p.seed, v.detail, to_text(small), ir);
+}
+
+int run_seeds(uint64_t first, int64_t count, void (*on_failure)(const std::string&)) {
+  int failures = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    Program p = generate(first + static_cast<uint64_t>(i));
+    Verdict v = check(p);
+    if (v.kind == Verdict::agree) continue;
+    ++failures;
+    on_failure(reproducer(p, v));
+  }
+  return failures;
+}
+
+}  // namespace tessera::fuzz
