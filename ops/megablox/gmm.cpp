@@ -220,9 +220,14 @@ void gmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_id
       });
     });
     if (last_k) {
+      // A tile inside the group is all the group's: acc as it is, without reading the block back.
       named_scope("store", [&] {
-        Value mask = rows.mask(rows.row0, {c.t.tm, c.t.tn}, 0);
-        out() = select(mask, acc(), out().astype(DType::f32)).astype(c.out);
+        cond(
+            rows.all_in(rows.row0, c.t.tm), [&] { out() = acc().astype(c.out); },
+            [&] {
+              Value mask = rows.mask(rows.row0, {c.t.tm, c.t.tn}, 0);
+              out() = select(mask, acc(), out().astype(DType::f32)).astype(c.out);
+            });
       });
     }
   };
