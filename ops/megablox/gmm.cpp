@@ -153,8 +153,10 @@ struct StepRows {
 // rows are skipped (a chunk's dot costs per row what the whole tile's does, and 8 rows waste least:
 // a boundary chunk is computed once for each group it holds). tgmm's rows are its dot's contracted
 // dim, and every dot reads and writes the whole tk x tn accumulator, so its visit runs one dot over
-// the span of 32-row chunks holding the group's rows instead of one per chunk.
-constexpr int64_t kGmmChunk = 8, kTgmmChunk = 32;
+// the span of 16-row chunks holding the group's rows instead of one per chunk: 16 rows (against 32)
+// took tgmm from 0.80x to 0.85x the dense matmul f32 and 0.77x to 0.82x bf16, for one branch per
+// span length (8 on 128-tiles).
+constexpr int64_t kGmmChunk = 8, kTgmmChunk = 16;
 int64_t boundary_chunk(int64_t tm, int64_t chunk) { return tm % chunk == 0 ? chunk : tm; }
 
 // Runs body(first, n, inside) for the rows of the step's m-tile that hold rows of its group (rows
@@ -257,8 +259,10 @@ void tgmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_i
     auto dot_of = [&](const Value& a, const Value& b) {
       named_scope("dot", [&] { acc() += dot(a.astype(c.input), b.astype(c.input), DType::f32); });
     };
+    // A span is masked even where the boundary falls between chunks and it is all the group's: that
+    // is rare, and a second, unmasked dot per span length doubled the kernel's compile time.
     if (inside) dot_of(l, r);
-    else cond(rows.all_in(rows.row0 + first, n), [&] { dot_of(l, r); }, [&] { dot_of(masked(l, 1), masked(r, 0)); });
+    else dot_of(masked(l, 1), masked(r, 0));
   });
   Value is_end = grid_id == num_programs(2) - 1;
   Value next = where(is_end, grid_id, grid_id + 1);
