@@ -125,7 +125,7 @@ std::vector<MatrixOperand> Emitter::matrices(ValueId v, const std::vector<int64_
 // not. Parameters do not change while a kernel runs (inputs are read-only, outputs are only written
 // back, never loaded), so a block packed once stays valid; across grid steps the same block recurs
 // (a matmul's A(i, k) for every j, megablox gmm's rhs block for every m-tile of its group, and each
-// chunk of a tile), and a small direct-mapped cache keyed by its address turns those repacks into
+// chunk of a tile), and a direct-mapped cache keyed by its address turns those repacks into
 // lookups.
 llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t bytes,
                                   const std::function<void(llvm::Value*)>& pack) {
@@ -134,20 +134,29 @@ llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t row
   const RefCg& r = ref(ir::load_operands(*d).ref);
   const ir::ValueInfo& root = fn_.values[r.root];
   if (root.def != ir::kNone || x.ptr != r.base) return nullptr;  // not a parameter read in place
-  int64_t slots = 1;  // a power of two, up to 16 blocks or 2 MiB
-  while (slots < 16 && 2 * slots * bytes <= (int64_t{2} << 20)) slots *= 2;
+  // Slots for up to 256 blocks or 8 MiB (a power of two): a matmul's B blocks recur only after the
+  // grid has visited all of them once (every (k, j) block before i moves on), so a cache smaller
+  // than B packed evicts each block before it comes back. 2048 x 1024 bf16 B is 128 blocks, 4 MiB.
+  int64_t slots = 1;
+  while (slots < 256 && 2 * slots * bytes <= (int64_t{8} << 20)) slots *= 2;
   llvm::Value* keys = entry_alloca(b_.getPtrTy(), slots);
   for (int64_t s = 0; s < slots; ++s)
     entry_b_.CreateStore(llvm::ConstantPointerNull::get(b_.getPtrTy()),
                          entry_b_.CreateInBoundsGEP(entry_b_.getPtrTy(), keys, entry_b_.getInt64(s)));
   llvm::Value* buffers = temp(slots * bytes);
-  // Blocks side by side along a row start `cols` elements apart and blocks stacked down a column
-  // `rows` rows apart: either way consecutive blocks land in consecutive slots.
+  // The slot is the block's (row, column) position in the parameter, row-major over blocks: blocks
+  // `minor` bytes apart along the contiguous dim and `major` bytes apart along the strided one, whose
+  // rows are `line` bytes long. Distinct blocks of one parameter land in distinct slots while they fit.
   const int64_t size = dtype_size(x.dtype);
-  const int64_t across = std::max<int64_t>(cols * x.cs * size, 1), down = std::max<int64_t>(rows * x.ld * size, 1);
+  const bool row_major = x.ld >= x.cs;
+  const int64_t line = std::max<int64_t>((row_major ? x.ld : x.cs) * size, 1);
+  const int64_t minor = std::max<int64_t>(row_major ? cols * x.cs * size : rows * x.ld * size, 1);
+  const int64_t major = std::max<int64_t>(row_major ? rows * x.ld * size : cols * x.cs * size, 1);
   llvm::Value* address = b_.CreatePtrToInt(x.ptr, b_.getInt64Ty());
+  llvm::Value* per_line = b_.getInt64(std::max<int64_t>(line / minor, 1));
   llvm::Value* slot = b_.CreateAnd(
-      b_.CreateAdd(b_.CreateUDiv(address, b_.getInt64(across)), b_.CreateUDiv(address, b_.getInt64(down))),
+      b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(address, b_.getInt64(major)), per_line),
+                   b_.CreateUDiv(b_.CreateURem(address, b_.getInt64(line)), b_.getInt64(minor))),
       b_.getInt64(slots - 1));
   llvm::Value* key_slot = b_.CreateInBoundsGEP(b_.getPtrTy(), keys, slot);
   llvm::Value* copy = b_.CreateInBoundsGEP(b_.getInt8Ty(), buffers, b_.CreateMul(slot, b_.getInt64(bytes)));

@@ -144,6 +144,44 @@ TEST_SUITE("jit") {
   // the tile of its dtype, as the plain form's does (target_test.cpp), and no scalar multiply-add
   // loop: 16 zmm FMAs (8 x 32) or 12 ymm FMAs (6 x 16) for f32, 16 vdpbf16ps for bf16 x bf16 on
   // AVX512_BF16, 16 vpdpbusd for int8 on AVX512_VNNI.
+  // A matmul grid (i, j, k) over small blocks: each B block, a parameter read in place, is packed once
+  // per run and reused when i moves on, after all 32 of them (more than the 16 slots the packed-B
+  // cache once had) were visited; blocks of a transposed rhs are the cache's column-major case.
+  TEST_CASE("dot forms: a grid reusing every packed B block after visiting all of them agrees with the interpreter") {
+    constexpr int64_t m = 16, k = 64, n = 128, bm = 8, bk = 8, bn = 32;
+    for (bool rhs_t : {false, true}) {
+      INFO(std::string(rhs_t ? "x @ y.T" : "x @ y"));
+      auto kernel = [rhs_t](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
+        pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
+        acc() += pl::dot_general(x(), y(), {{{1}, {rhs_t ? 1 : 0}}, {}}, pl::f32);
+        pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc(); });
+      };
+      auto y_map = [rhs_t](pl::Value, pl::Value j, pl::Value kk) { return rhs_t ? pl::idx(j, kk) : pl::idx(kk, j); };
+      const pl::GridSpec grid{
+          .grid = {m / bm, n / bn, k / bk},
+          .in_specs = {pl::BlockSpec({bm, bk}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); }),
+                       rhs_t ? pl::BlockSpec({bn, bk}, y_map) : pl::BlockSpec({bk, bn}, y_map)},
+          .out_specs = {pl::BlockSpec({bm, bn}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })},
+          .scratch_shapes = {pl::VMEM({bm, bn}, pl::f32)}};
+      for (pl::DType dt : {pl::f32, pl::bf16}) {
+        INFO("dtype " << pl::dtype_name(dt));
+        const pl::Array x = pl::Array::random_normal({m, k}, dt, 6),
+                        y = pl::Array::random_normal(rhs_t ? pl::Shape{n, k} : pl::Shape{k, n}, dt, 7);
+        const pl::Array want =
+            pl::pallas_call(kernel, grid, pl::ShapeDtype({m, n}, pl::f32), testing::interpret())(x, y);
+        for (std::string_view name : jit::target_names()) {
+          if (!jit::missing_on_host(jit::cpu_target(name)).empty()) continue;
+          INFO("target " << std::string(name));
+          pl::CallOptions compiled;
+          compiled.compiler_params.target = std::string(name);
+          const double tolerance = 1e-6 * static_cast<double>(k + 1);
+          CHECK(pl::allclose(pl::pallas_call(kernel, grid, pl::ShapeDtype({m, n}, pl::f32), compiled)(x, y), want,
+                             tolerance, tolerance));
+        }
+      }
+    }
+  }
+
   TEST_CASE("dot forms: transposed and batched dots compile to the target's micro-kernel") {
     struct Lowered {
       std::vector<pl::PallasCall<pl::Array>> calls;
