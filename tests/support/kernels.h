@@ -80,6 +80,14 @@ auto on_every_device(K kernel, const pl::Mesh& mesh, const pl::P& spec, std::vec
       mesh, {spec}, {spec});
 }
 
+// A sanitizer's operator new aborts the process on a request it cannot serve instead of throwing
+// std::bad_alloc: tests of allocations the machine refuses run only without one.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kRefusedAllocationsThrow = false;
+#else
+inline constexpr bool kRefusedAllocationsThrow = true;
+#endif
+
 // Collects debug_print lines while alive.
 class PrintCapture {
  public:
