@@ -121,6 +121,10 @@ void MpmdImpl::validate(std::span<const Array> args, SourceLoc loc) const {
                        spec_.pairs[p].kernel.arity, ni + no + ns, ni, no, ns),
            "make every kernel take one pl::Ref per input, output and scratch buffer, in that order", spec_.pairs[p].loc);
   check_out_shapes(spec_.out_shapes);
+  if (const auto& ip = spec_.options.interpret; ip && ip->num_schedules != 1)
+    fail("InterpretParams::num_schedules explores schedules of a pallas_call; an mpmd_map runs one",
+         fmt::format("num_schedules = {}", ip->num_schedules),
+         "leave num_schedules at 1 and vary random_seed (with on_wait copies) to try other copy orders", loc);
   check_aliases(spec_.options.input_output_aliases, args, std::nullopt, spec_.out_shapes, loc);
   for (size_t k = 0; k < ns; ++k)
     if (!shared(spec_.scratch_shapes[k]))
