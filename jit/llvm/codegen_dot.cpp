@@ -243,7 +243,7 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   const bool tiles = acc == DType::f32 || quads;
   const int64_t packed_bytes = tiles ? gemm_packed_b_bytes(target_, lt.dtype, rt_.dtype, N, K) : 0;
   llvm::Value* packed = nullptr;
-  llvm::Value* packed_a = tiles ? temp(K * M * 4) : nullptr;
+  llvm::Value* packed_a = tiles ? temp(gemm_packed_a_bytes(target_, lt.dtype, rt_.dtype, M, K)) : nullptr;
   bool b_packed = false;
   if (tiles && B == 1 && strided_views) {
     // A block of a parameter is packed once per kernel run: B always, an A the f32 tile converts.

@@ -4,8 +4,10 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsX86.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "jit/llvm/amx_gemm.h"
 #include "jit/llvm/codegen_support.h"
 
 namespace tessera::jit {
@@ -180,14 +182,32 @@ void micro_tile(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperan
   ct.store(acc);
 }
 
+// Zeroes rows [used, groups) of every panel of a k-group packed B (`panels` panels of `groups`
+// rows of `panel` 32-bit lanes): the rows past k that pad a panel to whole AMX k steps
+// (packed_b_groups).
+void zero_padding_groups(llvm::IRBuilderBase& b, llvm::Value* packed, int64_t panels, int64_t used, int64_t groups,
+                         int64_t panel) {
+  if (used == groups) return;
+  auto* row = llvm::FixedVectorType::get(b.getInt32Ty(), panel);
+  emit_loop(b, panels, [&](llvm::Value* p) {
+    emit_loop(b, groups - used, [&](llvm::Value* g) {
+      llvm::Value* lane = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, groups)), b.CreateAdd(g, i64(b, used))),
+                                      i64(b, panel));
+      b.CreateAlignedStore(llvm::Constant::getNullValue(row), b.CreateInBoundsGEP(b.getInt32Ty(), packed, lane),
+                           llvm::Align(4));
+    });
+  });
+}
+
 // ---- bf16 x bf16 on vdpbf16ps ----
 // B is packed into panels of k pairs: packed[((p * k2 + kp) * panel + j) * 2 + e] = B[2 kp + e][p *
-// panel + j] as raw bf16 bits, k2 = ceil(k / 2), zero where 2 kp + e >= k (an odd k's last pair)
-// or the column is past n. One 64-byte load then holds 16 columns' pairs, the layout vdpbf16ps
-// multiplies against an A pair broadcast to every lane.
+// panel + j] as raw bf16 bits, k2 = packed_b_groups(k, 2) (ceil(k / 2) rounded up to whole AMX k
+// steps), zero where 2 kp + e >= k (an odd k's last pair, the padding pairs) or the column is past n.
+// One 64-byte load then holds 16 columns' pairs, the layout vdpbf16ps multiplies against an A pair
+// broadcast to every lane, and 16 pairs of 16 columns are an AMX B tile (jit/llvm/amx_plan.h).
 void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, int64_t n, int64_t k,
                   int64_t panel) {
-  const int64_t full = n / panel, rest = n % panel, k2 = (k + 1) / 2;
+  const int64_t full = n / panel, rest = n % panel, k2 = packed_b_groups(k, 2);
   llvm::Type* i16 = b.getInt16Ty();
   auto pair = [&](llvm::Value* kp, bool odd_tail) {
     llvm::Value* k0 = b.CreateMul(kp, i64(b, 2));
@@ -222,6 +242,7 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
   };
   if (k / 2 > 0) emit_loop(b, k / 2, [&](llvm::Value* kp) { pair(kp, false); });
   if (k % 2) pair(i64(b, k / 2), true);
+  zero_padding_groups(b, packed, full + (rest > 0), (k + 1) / 2, k2, panel);
 }
 
 // The k loop of the tiles on packed k groups (vdpbf16ps pairs, vpdpbusd quads): B's `group` rows of
@@ -286,15 +307,17 @@ void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
 
 // ---- int8 x int8 on vpdpbusd ----
 // B is packed into panels of k quads: packed[((p * k4 + kq) * panel + j) * 4 + e] = B[4 kq + e][p *
-// panel + j], k4 = ceil(k / 4), zero where 4 kq + e >= k or the column is past n; one 64-byte load
-// holds 16 columns' quads, the layout vpdpbusd multiplies against an A quad broadcast to every lane.
+// panel + j], k4 = packed_b_groups(k, 4) (ceil(k / 4) rounded up to whole AMX k steps), zero where
+// 4 kq + e >= k or the column is past n; one 64-byte load holds 16 columns' quads, the layout
+// vpdpbusd multiplies against an A quad broadcast to every lane, and 16 quads of 16 columns are an
+// AMX B tile.
 // vpdpbusd reads its A bytes as unsigned, so A is biased by 128 (its sign bit flipped) and each
 // column's sum of B over k, written after the panels as i32 (`colsum`, zero past n), takes 128 *
 // that sum back off: (a + 128) b summed minus 128 sum(b) is sum(a b), exact modulo 2^32 since
 // vpdpbusd and the i32 adds wrap as the interpreter's i32 arithmetic does.
 void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, llvm::Value* colsum, int64_t n,
                   int64_t k, int64_t panel) {
-  const int64_t full = n / panel, rest = n % panel, k4 = (k + 3) / 4, panels = full + (rest > 0);
+  const int64_t full = n / panel, rest = n % panel, k4 = packed_b_groups(k, 4), panels = full + (rest > 0);
   llvm::Type* i8 = b.getInt8Ty();
   llvm::Type* i32 = b.getInt32Ty();
   emit_loop(b, panels * panel, [&](llvm::Value* j) {
@@ -351,12 +374,13 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
   };
   if (k / 4 > 0) emit_loop(b, k / 4, [&](llvm::Value* kq) { quad(kq, 4); });
   if (k % 4) quad(i64(b, k / 4), k % 4);
+  zero_padding_groups(b, packed, panels, (k + 3) / 4, k4, panel);
 }
 
 // Where the column sums of a quad-packed B start: after its k4 quads of every panel.
 llvm::Value* quad_column_sums(llvm::IRBuilderBase& b, llvm::Value* packed, int64_t n, int64_t k, int64_t panel) {
   const int64_t panels = (n + panel - 1) / panel;
-  return b.CreateInBoundsGEP(b.getInt8Ty(), packed, i64(b, (k + 3) / 4 * panels * panel * 4));
+  return b.CreateInBoundsGEP(b.getInt8Ty(), packed, i64(b, packed_b_groups(k, 4) * panels * panel * 4));
 }
 
 // One micro-tile on vpdpbusd: as micro_tile_pairs, with an i32 C, B from the quad-packed panel at
@@ -425,69 +449,133 @@ bool gemm_int8_quads(const CpuTarget& target, DType a, DType b) {
   return target.avx512_vnni && target.avx512 && target.vector_bits >= 512 && a == DType::i8 && b == DType::i8;
 }
 
+bool gemm_amx(const CpuTarget& target, DType a, DType b) {
+  return (target.amx_bf16 && gemm_bf16_pairs(target, a, b)) || (target.amx_int8 && gemm_int8_quads(target, a, b));
+}
+
 int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n, int64_t k) {
   const int64_t panel = gemm_tile(target).panel(), panels = (n + panel - 1) / panel;
-  if (gemm_int8_quads(target, a, b)) return (k + 3) / 4 * panels * panel * 4 + panels * panel * 4;  // quads, colsum
-  if (gemm_bf16_pairs(target, a, b)) return (k + 1) / 2 * panels * panel * 2 * 2;  // bf16 pairs
+  if (gemm_int8_quads(target, a, b)) return (packed_b_groups(k, 4) + 1) * panels * panel * 4;  // quads, colsum
+  if (gemm_bf16_pairs(target, a, b)) return packed_b_groups(k, 2) * panels * panel * 4;        // bf16 pairs
   return k * panels * panel * 4;
 }
+
+int64_t gemm_packed_a_bytes(const CpuTarget& target, DType a, DType b, int64_t m, int64_t k) {
+  const int64_t dense_f32 = m * k * 4;
+  if (!gemm_amx(target, a, b)) return dense_f32;
+  const int64_t elem = dtype_size(a), step = kAmxTileBytes / elem;
+  return std::max(dense_f32, m * ((k + step - 1) / step * step) * elem);
+}
+
+namespace {
+
+// Runs `tile_at(panel_ptr, col0, i, rows, cols)` over the rectangle `r` of C in micro-tiles of
+// tile.rows rows by one panel of columns (a last tile of the remaining rows, a last panel of the
+// remaining columns), reading B from `packed`, panels `panel_bytes` apart. A rectangle may start
+// 16 lanes into a panel (the columns right of AMX tiles that end half way through one): its first
+// micro-tile's panel pointer starts there.
+template <class TileAt>
+void rect_tiles(llvm::IRBuilderBase& b, const GemmTile& tile, const CRect& r, llvm::Value* packed, int64_t panel_bytes,
+                const TileAt& tile_at) {
+  const int64_t panel = tile.panel(), full_rows = r.rows / tile.rows * tile.rows;
+  auto chunk = [&](llvm::Value* p, int64_t lane, int64_t cols) {
+    llvm::Value* panel_ptr = b.CreateInBoundsGEP(
+        b.getInt8Ty(), packed, b.CreateAdd(b.CreateMul(p, i64(b, panel_bytes)), i64(b, lane * kLaneBytes)));
+    llvm::Value* col0 = b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, lane));
+    if (full_rows > 0)
+      emit_loop(b, i64(b, r.row0), i64(b, r.row0 + full_rows), i64(b, tile.rows), {},
+                [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+                  tile_at(panel_ptr, col0, i, tile.rows, cols);
+                  return std::vector<llvm::Value*>{};
+                });
+    if (full_rows < r.rows) tile_at(panel_ptr, col0, i64(b, r.row0 + full_rows), r.rows - full_rows, cols);
+  };
+  const int64_t end = r.col0 + r.cols, lane = r.col0 % panel;
+  const int64_t head = lane ? std::min(panel - lane, r.cols) : 0;  // columns up to the next panel
+  if (head) chunk(i64(b, r.col0 / panel), lane, head);
+  const int64_t first = (r.col0 + head) / panel, full = (end - r.col0 - head) / panel;
+  if (full > 0) emit_loop(b, full, [&](llvm::Value* p) { chunk(b.CreateAdd(p, i64(b, first)), 0, panel); });
+  if ((first + full) * panel < end) chunk(i64(b, first + full), 0, end - (first + full) * panel);
+}
+
+// The k-group dots (bf16 pairs, int8 quads) over all of C, B packed already: on an AMX target the
+// tiles of the plan (jit/llvm/amx_plan.h) take what they cover and `tile_at(a, panel_ptr, col0, i,
+// rows, cols)`, the AVX-512 micro-tile, the plan's fallback rectangles; elsewhere the micro-tiles
+// take all of C. A is read in place when its rows are contiguous (and k fills whole AMX k steps),
+// else copied into `packed_a` first.
+template <class TileAt>
+void k_group_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, DType b_dtype,
+                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
+                  llvm::Value* packed_a, const TileAt& tile_at) {
+  const GemmTile tile = gemm_tile(target);
+  const int64_t elem = dtype_size(a.dtype), groups = packed_b_groups(k, kLaneBytes / elem);
+  const int64_t panel_bytes = groups * tile.panel() * kLaneBytes;
+  auto micro_tiles = [&](const MatrixOperand& at, const CRect& r) {
+    rect_tiles(b, tile, r, packed, panel_bytes, [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
+                                                      int64_t rows, int64_t cols) {
+      tile_at(at, panel_ptr, col0, i, rows, cols);
+    });
+  };
+  if (!gemm_amx(target, a.dtype, b_dtype)) {
+    micro_tiles(rows_contiguous_a(b, a, packed_a, m, k), CRect{0, m, 0, n});
+    return;
+  }
+  const AmxPlan plan = plan_amx(m, n, k, elem, a.rows_contiguous(), a.ld, ldc, tile.panel());
+  MatrixOperand at = a;
+  if (plan.pack_a) {
+    // Dense rows of k_padded elements, zero past k: the last k step's tiles read zeros.
+    const int64_t ld = plan.k_padded();
+    emit_pack_dense(b, a, packed_a, m, k, a.dtype, ld);
+    llvm::Type* bits = b.getIntNTy(8 * static_cast<unsigned>(elem));
+    emit_loop(b, m, [&](llvm::Value* r) {
+      emit_loop(b, ld - k, [&](llvm::Value* kk) {
+        b.CreateStore(llvm::ConstantInt::get(bits, 0),
+                      b.CreateInBoundsGEP(bits, packed_a, b.CreateAdd(b.CreateMul(r, i64(b, ld)), b.CreateAdd(kk, i64(b, k)))));
+      });
+    });
+    at = MatrixOperand{packed_a, a.dtype, ld};
+  } else if (!plan.fallback.empty()) {
+    at = rows_contiguous_a(b, a, packed_a, m, k);
+  }
+  emit_amx_tiles(b, plan, at.ptr, packed, c, accumulate);
+  for (const CRect& r : plan.fallback) micro_tiles(at, r);
+}
+
+}  // namespace
 
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
                    llvm::Value* packed_a, bool b_packed) {
-  const GemmTile tile = gemm_tile(target);
-  const int64_t panel = tile.panel(), full_panels = n / panel, rest_cols = n % panel;
-  const int64_t full_rows = m / tile.rows * tile.rows, rest_rows = m - full_rows;
   if (m == 0 || n == 0) return;
-  const bool pairs = gemm_bf16_pairs(target, a.dtype, bm.dtype);
-  // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast) unless its rows are strided; f32:
-  // A dense f32 or transposed f32.
+  const GemmTile tile = gemm_tile(target);
   if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
-  const MatrixOperand a_tiles = pairs ? rows_contiguous_a(b, a, packed_a, m, k) : pack_a(b, a, packed_a, m, k);
-  auto tile_at = [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
-    if (pairs) micro_tile_pairs(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols);
-    else micro_tile(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols);
-  };
-  // One column panel of C: its full row tiles, then a tile of the remaining rows.
-  auto panel_tiles = [&](llvm::Value* p, int64_t cols) {
-    llvm::Value* panel_ptr = pairs ? b.CreateInBoundsGEP(b.getInt16Ty(), packed, b.CreateMul(p, i64(b, (k + 1) / 2 * panel * 2)))
-                                   : b.CreateInBoundsGEP(b.getFloatTy(), packed, b.CreateMul(p, i64(b, k * panel)));
-    llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
-    if (full_rows > 0)
-      emit_loop(b, i64(b, 0), i64(b, full_rows), i64(b, tile.rows), {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
-        tile_at(panel_ptr, col0, i, tile.rows, cols);
-        return std::vector<llvm::Value*>{};
-      });
-    if (rest_rows > 0) tile_at(panel_ptr, col0, i64(b, full_rows), rest_rows, cols);
-  };
-  if (full_panels > 0) emit_loop(b, full_panels, [&](llvm::Value* p) { panel_tiles(p, panel); });
-  if (rest_cols > 0) panel_tiles(i64(b, full_panels), rest_cols);
+  if (gemm_bf16_pairs(target, a.dtype, bm.dtype)) {
+    // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast) unless its rows are strided.
+    k_group_gemm(b, target, a, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
+                 [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
+                     int64_t cols) { micro_tile_pairs(b, tile, at, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols); });
+    return;
+  }
+  // f32: A dense f32 or transposed f32, read in place; anything else converted once.
+  const MatrixOperand a_tiles = pack_a(b, a, packed_a, m, k);
+  rect_tiles(b, tile, CRect{0, m, 0, n}, packed, k * tile.panel() * 4,
+             [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
+               micro_tile(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols);
+             });
 }
 
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
                   llvm::Value* packed_a, bool b_packed) {
-  const GemmTile tile = gemm_tile(target);
-  const int64_t panel = tile.panel(), full_panels = n / panel, rest_cols = n % panel;
-  const int64_t k4 = (k + 3) / 4;
-  const int64_t full_rows = m / tile.rows * tile.rows, rest_rows = m - full_rows;
   if (m == 0 || n == 0) return;
-  llvm::Value* colsum = quad_column_sums(b, packed, n, k, panel);
+  const GemmTile tile = gemm_tile(target);
+  llvm::Value* colsum = quad_column_sums(b, packed, n, k, tile.panel());
   if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
-  const MatrixOperand a_tiles = rows_contiguous_a(b, a, packed_a, m, k);
-  auto panel_tiles = [&](llvm::Value* p, int64_t cols) {
-    llvm::Value* panel_ptr = b.CreateInBoundsGEP(b.getInt8Ty(), packed, b.CreateMul(p, i64(b, k4 * panel * 4)));
-    llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
-    if (full_rows > 0)
-      emit_loop(b, i64(b, 0), i64(b, full_rows), i64(b, tile.rows), {}, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
-        micro_tile_quads(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, colsum, col0, i, tile.rows, cols);
-        return std::vector<llvm::Value*>{};
-      });
-    if (rest_rows > 0)
-      micro_tile_quads(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, colsum, col0, i64(b, full_rows), rest_rows, cols);
-  };
-  if (full_panels > 0) emit_loop(b, full_panels, [&](llvm::Value* p) { panel_tiles(p, panel); });
-  if (rest_cols > 0) panel_tiles(i64(b, full_panels), rest_cols);
+  k_group_gemm(b, target, a, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
+               [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
+                   int64_t cols) {
+                 micro_tile_quads(b, tile, at, c, ldc, k, accumulate, panel_ptr, colsum, col0, i, rows, cols);
+               });
 }
 
 void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const MatrixOperand& bm, llvm::Value* packed,
@@ -502,10 +590,11 @@ void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const
   }
 }
 
-void emit_pack_dense(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k, DType to) {
+void emit_pack_dense(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k, DType to,
+                     int64_t ld) {
   llvm::Type* bits = b.getIntNTy(8 * static_cast<unsigned>(dtype_size(a.dtype)));
   auto copy = [&](llvm::Value* r, llvm::Value* kk) {
-    llvm::Value* index = b.CreateAdd(b.CreateMul(r, i64(b, k)), kk);
+    llvm::Value* index = b.CreateAdd(b.CreateMul(r, i64(b, ld ? ld : k)), kk);
     if (to == a.dtype)
       b.CreateStore(b.CreateLoad(bits, address_of(b, a, r, kk)), b.CreateInBoundsGEP(bits, packed, index));
     else

@@ -17,6 +17,10 @@
 // When both operands are i8 (i32 accumulation) and the target has AVX512_VNNI, the 8 x 32 tile holds
 // i32 accumulators and runs vpdpbusd on k quads (emit_gemm_i8); integer sums are exact, so its
 // results equal the interpreter's bit for bit.
+// On a target with AMX (amx_bf16, amx_int8) those two dots run on tile registers instead
+// (tdpbf16ps, tdpbssd: jit/llvm/amx_plan.h lays them out, jit/llvm/amx_gemm.cpp emits them) for the
+// rows and columns of C that fill whole 16 x 16 tiles, reading the same packed B; the rest of C takes
+// the vdpbf16ps / vpdpbusd tiles above.
 //
 // jit/ internal: LLVM types are only forward-declared here.
 #pragma once
@@ -64,13 +68,21 @@ bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b);
 // Whether A . B runs on vpdpbusd for `target`: both i8 (i32 accumulation) on an AVX512_VNNI target.
 bool gemm_int8_quads(const CpuTarget& target, DType a, DType b);
 
+// Whether A . B runs on AMX tiles for `target`: the bf16 pairs with AMX_BF16, the int8 quads with
+// AMX_INT8.
+bool gemm_amx(const CpuTarget& target, DType a, DType b);
+
 // Bytes of the packed-B scratch emit_gemm_f32 needs for a k x n B (operand dtypes a, b) on `target`.
 int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n, int64_t k);
+
+// Bytes of the packed-A scratch emit_gemm_f32 and emit_gemm_i8 may use for an m x k A: a dense f32
+// copy, or on AMX a copy with k padded to whole tile k steps.
+int64_t gemm_packed_a_bytes(const CpuTarget& target, DType a, DType b, int64_t m, int64_t k);
 
 // C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes, any
 // strides), C an f32 matrix with leading dim ldc. B is packed into panels of gemm_tile(target).panel()
 // f32 columns (`packed`: gemm_packed_b_bytes), the last one zero-padded; an f32 A is read in place,
-// another one converted once into a dense f32 copy (`packed_a`: m * k floats).
+// another one converted once into a dense f32 copy (`packed_a`: gemm_packed_a_bytes).
 // On the bf16-pair path (gemm_bf16_pairs) B is packed in k pairs and A read in place, or, when its
 // k pairs are not adjacent (cs != 1), first copied to a dense bf16 matrix in `packed_a`.
 // With `b_packed`, `packed` holds B packed already (emit_pack_b) and B itself is not read.
@@ -81,7 +93,7 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
 // C (+)= A . B for i8 A (m x k) and B (k x n) into an i32 C (leading dim ldc) on vpdpbusd, for
 // gemm_int8_quads targets: the 8 x 32 tile of i32 accumulators, B packed in k quads with its column
 // sums after them (`packed`: gemm_packed_b_bytes), A read in place (or, when cs != 1, copied to a
-// dense i8 matrix in `packed_a`, m * k bytes). Exact: equal to the interpreter's k-order i32 sums,
+// dense i8 matrix in `packed_a`: gemm_packed_a_bytes). Exact: equal to the interpreter's k-order i32 sums,
 // wrap-around included.
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
@@ -93,9 +105,11 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
 void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const MatrixOperand& bm, llvm::Value* packed,
                  int64_t n, int64_t k);
 
-// Writes A (m x k) into `packed` as a dense row-major matrix of dtype `to`: f32 converts 16-bit
-// floats, A's own dtype copies the bits. Reads along whichever of A's dims is contiguous.
-void emit_pack_dense(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k, DType to);
+// Writes A (m x k) into `packed` as a dense row-major matrix of dtype `to` with leading dim `ld` (0:
+// k): f32 converts 16-bit floats, A's own dtype copies the bits. Reads along whichever of A's dims is
+// contiguous.
+void emit_pack_dense(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k, DType to,
+                     int64_t ld = 0);
 
 // C (+)= A . B in the accumulator type `acc` (f64, i32 or i64): each C[i][j] sums its products in k
 // order, as the interpreter does. C has dtype `acc` and leading dim ldc.

@@ -213,7 +213,10 @@ TEST_SUITE("jit") {
           return n;
         };
         const bool bf16 = what.ends_with("bf16"), i8 = what.ends_with("i8");
-        if (i8 && t.avx512_vnni) CHECK(count("vpdpbusd", "zmm") >= 16);
+        // On amx the 64 x 64 dots are whole AMX tiles (jit/llvm/amx_gemm.h).
+        if (i8 && t.amx_int8) CHECK(count("tdpbssd", "") >= 4);
+        else if (bf16 && t.amx_bf16) CHECK(count("tdpbf16ps", "") >= 4);
+        else if (i8 && t.avx512_vnni) CHECK(count("vpdpbusd", "zmm") >= 16);
         else if (bf16 && t.avx512_bf16) CHECK(count("vdpbf16ps", "zmm") >= 16);
         else if (!i8 && t.avx512) CHECK(count("vfmadd231ps", "zmm") >= 16);
         else if (!i8) CHECK(count("vfmadd231ps", "ymm") >= 12);

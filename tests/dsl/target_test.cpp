@@ -48,7 +48,7 @@ struct Kernels {
 const Kernels& kernels() {
   static const Kernels* k = [] {
     auto* k = new Kernels();
-    k->calls.reserve(4);
+    k->calls.reserve(5);
     // The seed's matmul (acc() += dot(x(), y(), f32) on 128-blocks): the GEMM micro-kernel.
     k->calls.push_back(seed::make_matmul(256, 256, 256, pl::f32));
     k->lowered["matmul_f32"] = &k->calls.back().lowered({pl::Array::zeros({256, 256}, pl::f32), pl::Array::zeros({256, 256}, pl::f32)});
@@ -58,6 +58,11 @@ const Kernels& kernels() {
     k->calls.push_back(pl::pallas_call([](pl::Ref x, pl::Ref y, pl::Ref o) { o() = pl::dot(x(), y(), pl::i32); },
                                        pl::GridSpec{}, pl::ShapeDtype({64, 64}, pl::i32)));
     k->lowered["dot_i8"] = &k->calls.back().lowered({pl::Array::zeros({64, 64}, pl::i8), pl::Array::zeros({64, 64}, pl::i8)});
+    // A bf16 dot whose C is not whole 16 x 16 tiles and whose k is not whole AMX k steps (40 x 72 x 40):
+    // on amx, tiles for the first 32 rows and columns and the AVX-512 tile for the rest.
+    k->calls.push_back(pl::pallas_call([](pl::Ref x, pl::Ref y, pl::Ref o) { o() = pl::dot(x(), y(), pl::f32); },
+                                       pl::GridSpec{}, pl::ShapeDtype({40, 40}, pl::f32)));
+    k->lowered["dot_bf16_edges"] = &k->calls.back().lowered({pl::Array::zeros({40, 72}, pl::bf16), pl::Array::zeros({72, 40}, pl::bf16)});
     // Element-wise: a multiply-add over 4096 floats, left to LLVM's loop vectoriser.
     k->calls.push_back(pl::pallas_call([](pl::Ref x, pl::Ref y, pl::Ref o) { o() = x() * y() + x(); }, pl::GridSpec{},
                                        pl::ShapeDtype({4096}, pl::f32)));
@@ -204,23 +209,39 @@ TEST_SUITE("jit") {
   }
 
   // The dot micro-kernel follows the target (jit/llvm/gemm.h): an 8 x 32 tile of zmm FMAs on the
-  // AVX-512 targets, 6 x 16 of ymm FMAs on avx2, and for bf16 x bf16 on avx512_bf16 (and amx, which
-  // includes it) the 8 x 32 tile on vdpbf16ps instead of FMAs. Int8 x int8 -> i32 dots run the 8 x 32
-  // tile on zmm vpdpbusd (k quads) where AVX512_VNNI is allowed (avx512_bf16, amx), elsewhere the
-  // scalar-order loop nest widened to i32 multiplies. No target emits AMX tile instructions yet,
-  // although amx allows them; those checks flip when its micro-kernels arrive (tdpbf16ps / tdpbssd
-  // on 2 x 2 tiles).
+  // AVX-512 targets, 6 x 16 of ymm FMAs on avx2, and for bf16 x bf16 on avx512_bf16 the 8 x 32 tile on
+  // vdpbf16ps instead of FMAs. Int8 x int8 -> i32 dots run the 8 x 32 tile on zmm vpdpbusd (k quads)
+  // where AVX512_VNNI is allowed, elsewhere the scalar-order loop nest widened to i32 multiplies. On
+  // amx both run on AMX tiles (jit/llvm/amx_gemm.h): the tile configuration loaded, tiles loaded,
+  // multiplied (tdpbf16ps, tdpbssd), stored and the tile state released; the seed matmul's blocks and
+  // the 64 x 64 int8 dot are whole tiles, so no AVX-512 dot runs there, while a dot with edges runs
+  // both. No other target, and no f32 dot, emits a tile instruction. This compiles on any host; the
+  // tiles' layout is proven by emulation in tests/llvm/amx_plan_test.cpp.
   TEST_CASE("target: the dot micro-kernel's instructions follow the target") {
     for (std::string_view name : jit::target_names()) {
       const jit::CpuTarget& t = jit::cpu_target(name);
       INFO("target " << t.str());
-      const Code f32 = code("matmul_f32", name), bf16 = code("matmul_bf16", name), i8 = code("dot_i8", name);
-      if (t.avx512_bf16) {
+      const Code f32 = code("matmul_f32", name), bf16 = code("matmul_bf16", name), i8 = code("dot_i8", name),
+                 edges = code("dot_bf16_edges", name);
+      if (t.amx_bf16) {
+        for (const Code* c : {&bf16, &edges}) {
+          CHECK(c->count("ldtilecfg") >= 1);
+          CHECK(c->count("tileloadd") >= 4);   // 2 A and 2 B tiles per k step of a 2 x 2 block
+          CHECK(c->count("tdpbf16ps") >= 4);   // its 4 accumulators
+          CHECK(c->count("tilestored") >= 4);  // written back to C
+          CHECK(c->count("tilerelease") >= 1);
+        }
+        CHECK(bf16.count("vdpbf16ps") == 0);
+        CHECK(edges.count("vdpbf16ps", "zmm") >= 16);  // the edges' 8 x 32 tile
+        CHECK(bf16.count("vfmadd") == 0);
+      } else if (t.avx512_bf16) {
         CHECK(bf16.count("vdpbf16ps", "zmm") >= 16);  // the 16 accumulators of one 8 x 32 tile
         CHECK(bf16.count("vfmadd") == 0);
       } else {
         CHECK(bf16.count("vdpbf16ps") == 0);
       }
+      if (!t.amx_bf16)
+        for (const Code* c : {&bf16, &edges}) CHECK(c->count("tdpbf16ps") == 0);
       for (const Code* c : {&f32, &bf16}) {
         if (c == &bf16 && t.avx512_bf16) continue;
         if (t.avx512) {
@@ -230,18 +251,27 @@ TEST_SUITE("jit") {
           CHECK(c->count("vfmadd231ps", "ymm") >= 12);  // the 12 accumulators of one 6 x 16 tile
         }
       }
-      CHECK(bf16.count("tdpbf16ps") == 0);
-      if (t.avx512_vnni) {
+      if (t.amx_int8) {
+        CHECK(i8.count("ldtilecfg") >= 1);
+        CHECK(i8.count("tdpbssd") >= 4);
+        CHECK(i8.count("tilestored") >= 4);
+        CHECK(i8.count("tilerelease") >= 1);
+        CHECK(i8.count("vpdpbusd") == 0);
+      } else if (t.avx512_vnni) {
         CHECK(i8.count("vpdpbusd", "zmm") >= 16);  // the 16 accumulators of one 8 x 32 tile
         CHECK(i8.count("vpmulld") == 0);
       } else {
         CHECK(i8.count("vpdpbusd") == 0);
         CHECK(i8.count("vpmulld") > 0);
       }
-      CHECK(i8.count("tdpb") == 0);
-      for (const Code* c : {&f32, &bf16, &i8}) {
+      if (!t.amx_int8) CHECK(i8.count("tdpb") == 0);
+      CHECK(f32.count("tdpb") == 0);
+      for (const Code* c : {&f32, &bf16, &i8, &edges}) {
+        if (c != &f32 && t.amx_tile) continue;
         CHECK(c->count("ldtilecfg") == 0);
         CHECK(c->count("tileloadd") == 0);
+        CHECK(c->count("tilestored") == 0);
+        CHECK(c->count("tilerelease") == 0);
       }
     }
   }
@@ -255,7 +285,10 @@ TEST_SUITE("jit") {
     struct Shape3 {
       int64_t m, k, n;
     };
-    const Shape3 shapes[] = {{1, 1, 1}, {5, 3, 7}, {6, 16, 64}, {13, 17, 70}, {7, 33, 129}, {130, 9, 65}, {12, 128, 200}};
+    // {48, 64, 48} and {50, 70, 112} fill AMX tiles (2 x 2 and half blocks, k padded, row edges) on
+    // a CPU that runs amx.
+    const Shape3 shapes[] = {{1, 1, 1},    {5, 3, 7},      {6, 16, 64},  {13, 17, 70}, {7, 33, 129},
+                             {130, 9, 65}, {12, 128, 200}, {48, 64, 48}, {50, 70, 112}};
     const std::pair<pl::DType, pl::DType> dtypes[] = {{pl::f32, pl::f32}, {pl::bf16, pl::bf16}, {pl::bf16, pl::f32}};
     auto store = [](pl::Ref x, pl::Ref y, pl::Ref, pl::Ref o) { o() = pl::dot(x(), y(), pl::f32); };
     auto accumulate = [](pl::Ref x, pl::Ref y, pl::Ref c, pl::Ref o) {
@@ -295,8 +328,9 @@ TEST_SUITE("jit") {
     struct Shape3 {
       int64_t m, k, n;
     };
-    const Shape3 shapes[] = {{1, 1, 1},     {5, 3, 7},      {8, 4, 32},     {13, 17, 70},
-                             {7, 33, 129}, {130, 9, 65}, {12, 130, 200}, {9, 6, 33}};
+    // {48, 128, 48} and {50, 70, 112} fill AMX tiles on a CPU that runs amx.
+    const Shape3 shapes[] = {{1, 1, 1},     {5, 3, 7},      {8, 4, 32},    {13, 17, 70}, {7, 33, 129},
+                             {130, 9, 65}, {12, 130, 200}, {9, 6, 33},    {48, 128, 48}, {50, 70, 112}};
     auto store = [](pl::Ref x, pl::Ref y, pl::Ref, pl::Ref o) { o() = pl::dot(x(), y(), pl::i32); };
     auto accumulate = [](pl::Ref x, pl::Ref y, pl::Ref c, pl::Ref o) {
       o() = c();
