@@ -493,9 +493,10 @@ void rect_tiles(llvm::IRBuilderBase& b, const GemmTile& tile, const CRect& r, ll
   const int64_t end = r.col0 + r.cols, lane = r.col0 % panel;
   const int64_t head = lane ? std::min(panel - lane, r.cols) : 0;  // columns up to the next panel
   if (head) chunk(i64(b, r.col0 / panel), lane, head);
-  const int64_t first = (r.col0 + head) / panel, full = (end - r.col0 - head) / panel;
-  if (full > 0) emit_loop(b, full, [&](llvm::Value* p) { chunk(b.CreateAdd(p, i64(b, first)), 0, panel); });
-  if ((first + full) * panel < end) chunk(i64(b, first + full), 0, end - (first + full) * panel);
+  // Past the head: at a panel's start, or at the end when the rectangle ends inside its first panel.
+  const int64_t body = r.col0 + head, full = (end - body) / panel, rest = body + full * panel;
+  if (full > 0) emit_loop(b, full, [&](llvm::Value* p) { chunk(b.CreateAdd(p, i64(b, body / panel)), 0, panel); });
+  if (rest < end) chunk(i64(b, rest / panel), 0, end - rest);
 }
 
 // The k-group dots (bf16 pairs, int8 quads) over all of C, B packed already: on an AMX target the
