@@ -2,9 +2,9 @@
 // numbers: which part of C runs on tiles and in what blocks, where each tile of A, B and C starts
 // and its row stride, how far k is padded, and which rectangles of C fall back to the AVX-512 k-group
 // tiles (vdpbf16ps / vpdpbusd, jit/llvm/gemm.cpp). The emitter (jit/llvm/amx_gemm.cpp) follows a plan;
-// tests/llvm/amx_plan_test.cpp runs the same plan through a C++ emulation of tileloadd / tdpbf16ps /
-// tdpbssd / tilestored and compares with a reference matmul, which proves the layout on hosts that
-// cannot execute AMX.
+// tests/llvm/amx_test.cpp runs the same plan through a C++ emulation of tileloadd / tdpbf16ps /
+// tdpbssd / tilestored (jit/llvm/amx_emulation.h) and compares with a reference matmul, which proves
+// the layout on hosts that cannot execute AMX.
 //
 // Every tile of a plan has one shape, 16 rows of 64 bytes (A: 16 rows x one k step; B: 16 k groups x
 // 16 columns; C: 16 rows x 16 f32 or i32), so the kernel needs one tile configuration. C is blocked

@@ -216,7 +216,7 @@ TEST_SUITE("jit") {
   // multiplied (tdpbf16ps, tdpbssd), stored and the tile state released; the seed matmul's blocks and
   // the 64 x 64 int8 dot are whole tiles, so no AVX-512 dot runs there, while a dot with edges runs
   // both. No other target, and no f32 dot, emits a tile instruction. This compiles on any host; the
-  // tiles' layout is proven by emulation in tests/llvm/amx_plan_test.cpp.
+  // tiles' layout and the emitted code, tiles emulated, are run in tests/llvm/amx_test.cpp.
   TEST_CASE("target: the dot micro-kernel's instructions follow the target") {
     for (std::string_view name : jit::target_names()) {
       const jit::CpuTarget& t = jit::cpu_target(name);
