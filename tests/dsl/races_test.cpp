@@ -69,7 +69,7 @@ bool names(const std::string& message, const std::string& access, int line) {
 }  // namespace
 
 TEST_SUITE("dsl") {
-  TEST_CASE("races: reading a copy's destination before its wait is a race; after the wait it is not") {
+  TEST_CASE("races: reading a copy's destination before its wait is a race, after the wait it is not") {
     const int read_line = __LINE__ + 7;
     const int copy_line = __LINE__ + 3;
     auto make = [](bool fixed, const pl::CallOptions& options) {
@@ -105,7 +105,7 @@ TEST_SUITE("dsl") {
     }
   }
 
-  TEST_CASE("races: writing a copy's source before its wait is a race; after the wait it is not") {
+  TEST_CASE("races: writing a copy's source before its wait is a race, after the wait it is not") {
     const int write_line = __LINE__ + 7;
     auto make = [](bool fixed, const pl::CallOptions& options) {
       auto kernel = [fixed](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sem) {
@@ -134,7 +134,7 @@ TEST_SUITE("dsl") {
     CHECK(pl::allclose(racy, make(false, without_detection(detecting()))(x), 0, 0));
   }
 
-  TEST_CASE("races: two cores writing the same region of an output unordered; their own rows are fine") {
+  TEST_CASE("races: two cores writing the same region of an output unordered, their own rows are fine") {
     const int copy_line = __LINE__ + 6;
     auto make = [](bool fixed, const pl::CallOptions& options) {
       pl::CallOptions o = options;
@@ -175,7 +175,7 @@ TEST_SUITE("dsl") {
     }
   }
 
-  TEST_CASE("races: two cores updating a shared mpmd scratch without a semaphore; with one it is ordered") {
+  TEST_CASE("races: two cores updating a shared mpmd scratch without a semaphore, with one it is ordered") {
     auto make = [](bool fixed, const pl::CallOptions& options) {
       auto produce = [fixed](pl::Ref x, pl::Ref, pl::Ref slot, pl::Ref full) {
         pl::sync_copy(x, slot);
@@ -206,7 +206,7 @@ TEST_SUITE("dsl") {
     }
   }
 
-  TEST_CASE("races: a remote write racing a read on the receiving device; after wait_recv it is ordered") {
+  TEST_CASE("races: a remote write racing a read on the receiving device, after wait_recv it is ordered") {
     const int read_line = __LINE__ + 7;
     auto make = [](bool fixed, const pl::CallOptions& options) {
       auto kernel = [fixed](pl::Ref in, pl::Ref out, pl::Ref buf, pl::Ref send, pl::Ref recv) {

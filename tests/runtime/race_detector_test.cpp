@@ -52,7 +52,7 @@ struct Fixture {
 }  // namespace
 
 TEST_SUITE("runtime") {
-  TEST_CASE("race detector: two cores writing the same bytes race; other bytes, reads, or one core do not") {
+  TEST_CASE("race detector: two cores writing the same bytes race, other bytes, reads, or one core do not") {
     Fixture f;
     f.races.access(f.a, AccessKind::write, f.cols(0, 8), nullptr, at(10));
     f.races.access(f.b, AccessKind::write, f.cols(8, 8), nullptr, at(11));  // the other columns: rows interleave
@@ -138,7 +138,7 @@ TEST_SUITE("runtime") {
     (void)second;
   }
 
-  TEST_CASE("race detector: a masked access covers only its mask; one report per pair of sites and buffer") {
+  TEST_CASE("race detector: a masked access covers only its mask, one report per pair of sites and buffer") {
     Fixture f;
     std::vector<uint8_t> left(8 * 16), right(8 * 16);
     for (size_t i = 0; i < left.size(); ++i) {
