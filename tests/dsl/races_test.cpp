@@ -249,6 +249,59 @@ TEST_SUITE("dsl") {
     }
   }
 
+  TEST_CASE("races: a barrier handshake orders a neighbour's remote write after this device's own use") {
+    // Every device uses its buffer, then receives its left neighbour's block into it. Without the
+    // handshake (each device signals both neighbours' barrier semaphore once done with its buffer,
+    // and waits for both) the neighbour's write races with that use, whatever the timing.
+    const int use_line = __LINE__ + 6;
+    auto make = [](bool fixed, const pl::CallOptions& options) {
+      auto kernel = [fixed](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref send, pl::Ref recv) {
+        const int64_t n = pl::axis_size("i");
+        const pl::Value me = pl::axis_index("i");
+        const pl::Value right = (me + 1) % n, left = (me + n - 1) % n;
+        buf() = x();
+        o() = buf() * 2.0f;
+        if (fixed) {
+          pl::Ref barrier = pl::get_barrier_semaphore();
+          pl::semaphore_signal(barrier, 1, pl::DeviceId({left}));
+          pl::semaphore_signal(barrier, 1, pl::DeviceId({right}));
+          pl::semaphore_wait(barrier, 2);
+        }
+        auto copy = pl::make_async_remote_copy(x, buf, send, recv, pl::DeviceId({right}));
+        copy.start();
+        copy.wait();
+        o() = o() + buf();
+      };
+      pl::CallOptions o = options;
+      o.compiler_params.collective_id = 7;
+      return pl::shard_map(
+          [=](const pl::Array& block) {
+            return pl::pallas_call(kernel,
+                                   pl::GridSpec{.scratch_shapes = {pl::VMEM({8, 128}, pl::f32), pl::SemaphoreType::DMA,
+                                                                   pl::SemaphoreType::DMA}},
+                                   pl::ShapeDtype(block.shape(), block.dtype()), o)(block);
+          },
+          pl::Mesh({4}, {"i"}), {pl::P("i")}, {pl::P("i")});
+    };
+    const pl::Array x = testing::ramp(32, 128);
+    for (pl::DmaExecutionMode mode : {pl::DmaExecutionMode::eager, pl::DmaExecutionMode::on_wait}) {
+      const pl::Array out = make(true, detecting(mode))(x);
+      CHECK_FALSE(pl::races_found());
+      CHECK(pl::allclose(out, make(true, without_detection(detecting(mode)))(x), 0, 0));
+      make(false, detecting(mode))(x);
+      REQUIRE(pl::races_found());
+      for (const pl::RaceReport& r : pl::race_reports()) {
+        CHECK(r.buffer == "scratch 0");
+        const pl::AccessSite& remote = r.first.kind == pl::AccessKind::remote_write ? r.first : r.second;
+        const pl::AccessSite& local = r.first.kind == pl::AccessKind::remote_write ? r.second : r.first;
+        CHECK(remote.kind == pl::AccessKind::remote_write);
+        CHECK(remote.target_device == (remote.point.device + 1) % 4);
+        CHECK(local.point.device == remote.target_device);
+        CHECK((local.loc.line == static_cast<uint32_t>(use_line) || local.loc.line == static_cast<uint32_t>(use_line + 1)));
+      }
+    }
+  }
+
   TEST_CASE("races: the seeds' kernels are race-free with detection, eager and on_wait, on 1 and 2 cores") {
     SUBCASE("double buffering") {
       check_race_free([](const pl::CallOptions& options) {
