@@ -2,9 +2,10 @@
 // LLVM), the first launch in a second process whose disk cache already holds the kernel (against a
 // second process that must compile), and the per-call overhead of launching a tiny kernel (grid
 // (1,), 8 x 128 f32) against calling a plain C++ function that does the same work, and of an
-// mpmd_map of one and of two participants.
+// mpmd_map of one and of two participants; and what race detection costs the interpreter on the
+// seed matmul (512^3 f32, 128-blocks), as the ratio of its time with detection to without.
 //
-//   compile_and_launch [--json results.json] [--runs N]
+//   compile_and_launch [--json results.json] [--runs N] [--races-only]
 #include <tessera/tessera.hpp>
 
 #include <cstdio>
@@ -64,12 +65,37 @@ __attribute__((noinline)) void host_add(const float* x, const float* y, float* o
   for (int i = 0; i < n; ++i) o[i] = x[i] + y[i];
 }
 
+// The interpreter with and without InterpretParams::detect_races on the seed matmul, 512^3 f32.
+bench::Report race_detection(int runs) {
+  bench::Report r("interpreter: race detection on the seed matmul 512x512x512 f32, 128-blocks, 1 core");
+  const pl::Array x = pl::Array::random_normal({512, 512}, pl::f32, 1), y = pl::Array::random_normal({512, 512}, pl::f32, 2);
+  auto interpreted = [](bool detect) {
+    pl::CallOptions o;
+    o.interpret = pl::InterpretParams{.detect_races = detect};
+    return seed::make_matmul(512, 512, 512, pl::f32, o);
+  };
+  auto plain = interpreted(false), detecting = interpreted(true);
+  const bench::Stats without = bench::measure([&] { plain(x, y); }, runs);
+  const bench::Stats with = bench::measure([&] { detecting(x, y); }, runs);
+  r.add_time("interpreted", without, "ms");
+  r.add_time("interpreted, detect_races", with, "ms", "interpreted");
+  r.note(fmt::format("race detection costs {:.2f}x the interpreter's time (medians; the target is at most 3x)",
+                     with.median() / without.median()));
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const double start = bench::now();
   if (bench::has_flag(argc, argv, "--child")) return child(start);
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
+  if (bench::has_flag(argc, argv, "--races-only")) {
+    bench::Report races = race_detection(runs);
+    races.print();
+    bench::write_json(argc, argv, {&races});
+    return 0;
+  }
 
   // Cold compile: no disk cache, and each kernel handle dropped before the next compile, so the
   // memory cache misses too. Tracing and lowering are timed on an interpreted call (which stops
@@ -173,9 +199,11 @@ int main(int argc, char** argv) {
     launch.add_time("mpmd_map, two cores, one waits for the other's signal (compiled)",
                     bench::measure([&] { two_cores(x, y); }, runs, 1, 2000), "us", "tessera call (compiled)");
   }
+  bench::Report races = race_detection(runs);
   compile.print();
   second.print();
   launch.print();
-  bench::write_json(argc, argv, {&compile, &second, &launch});
+  races.print();
+  bench::write_json(argc, argv, {&compile, &second, &launch, &races});
   return 0;
 }

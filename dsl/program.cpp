@@ -118,7 +118,7 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
       exe.checked = rt::CheckedCores{ip->num_cores_or_threads,
                                      ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait
                                                                                          : rt::DmaMode::eager,
-                                     ip->random_seed, io.zero_uninitialized};
+                                     ip->random_seed, io.zero_uninitialized, ip->detect_races};
     }
     exe.backend = std::make_unique<rt::Interpreter>(exe.lowered, io);
   } else {

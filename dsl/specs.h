@@ -268,6 +268,10 @@ struct InterpretParams {
   bool skip_floating_point_ops = false;
   // Called at the start of every grid step with its grid point and core, one call at a time.
   std::function<void(std::vector<int64_t> grid_point, int64_t core)> grid_point_recorder;
+  // Exact happens-before race detection over every core, copy and device of the call: two accesses
+  // to the same bytes, at least one a write, that no wait or signal orders are reported (printed to
+  // stderr, and pl::races_found() / pl::race_reports() after the call). Results are unchanged.
+  bool detect_races = false;
 };
 
 // How closely differential mode's compiled and interpreted outputs must agree: finite values within

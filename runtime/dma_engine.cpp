@@ -13,6 +13,7 @@
 #include "runtime/collective.h"
 #include "runtime/config.h"
 #include "runtime/memory.h"
+#include "runtime/race_detector.h"
 #include "runtime/timeline.h"
 
 namespace tessera::rt {
@@ -184,6 +185,7 @@ std::string DmaEngine::describe(const int64_t* sem) const {
 
 void DmaEngine::apply(Copy& copy) {
   copy.move();
+  if (races_ && copy.race >= 0) races_->copy_done(race_actor_, copy.race, copy.sem, copy.bytes);
   counter(copy.sem).fetch_add(copy.bytes);
   signalled();
 }
@@ -197,6 +199,12 @@ bool DmaEngine::take(int64_t* sem, int64_t value) {
   while (have >= value)
     if (counter(sem).compare_exchange_weak(have, have - value)) return true;
   return false;
+}
+
+bool DmaEngine::take_and_acquire(int64_t* sem, int64_t value) {
+  if (!take(sem, value)) return false;
+  if (races_) races_->wait(race_actor_, sem, value);
+  return true;
 }
 
 void DmaEngine::start(Copy copy) {
@@ -227,6 +235,7 @@ void DmaEngine::signal(int64_t* sem, int64_t inc) {
   if (inc < 0)
     throw Fault(fmt::format("semaphore_signal of {} by {}: a signal adds a non-negative amount (wait to take some away)",
                             describe(sem), inc));
+  if (races_) races_->signal(race_actor_, sem, inc);
   counter(sem).fetch_add(inc);
   signalled();
 }
@@ -246,7 +255,7 @@ void DmaEngine::wait(int64_t* sem, int64_t value, bool dma, SourceLoc loc) {
   switch (mode_) {
     case DmaMode::eager:
     case DmaMode::on_wait:
-      while (!take(sem, value)) {
+      while (!take_and_acquire(sem, value)) {
         // on_wait: complete the copies toward this semaphore one at a time, in a seeded random order.
         std::vector<size_t> candidates;
         for (size_t i = 0; i < pending_.size(); ++i)
@@ -274,10 +283,10 @@ void DmaEngine::wait(int64_t* sem, int64_t value, bool dma, SourceLoc loc) {
       return;
     case DmaMode::worker: {
       for (int spin = 0; spin < 4096; ++spin)  // copies are short: a brief spin avoids a sleep
-        if (take(sem, value)) return;
+        if (take_and_acquire(sem, value)) return;
       std::unique_lock lock(shared_->mutex);
       for (;;) {
-        if (take(sem, value)) return;
+        if (take_and_acquire(sem, value)) return;
         if (shared_->failure) throw Fault(*shared_->failure);
         if (std::find(shared_->in_flight.begin(), shared_->in_flight.end(), sem) == shared_->in_flight.end())
           deadlock(sem, value, value_of(sem), dma, loc);

@@ -32,6 +32,7 @@
 namespace tessera::rt {
 
 class LaunchGroup;
+class RaceDetector;
 
 enum class DmaMode : uint8_t { eager, on_wait, worker };
 
@@ -48,6 +49,7 @@ class DmaEngine {
     const std::byte* src_hi = nullptr;
     const std::byte* dst_lo = nullptr;
     const std::byte* dst_hi = nullptr;
+    int64_t race = -1;  // its id in the race detector, when races are detected
     bool touches(const std::byte* lo, const std::byte* hi) const;
   };
 
@@ -64,6 +66,12 @@ class DmaEngine {
     core_ = core;
   }
   DmaMode mode() const { return mode_; }
+  // Race detection (runtime/race_detector.h): completions, signals and waits are reported to
+  // `races` as those of `actor`.
+  void watch_races(RaceDetector* races, int actor) {
+    races_ = races;
+    race_actor_ = actor;
+  }
   // In a launch group (a collective launch, an mpmd_map) as `core` of `member`: waits block in the
   // group (other participants may signal), which reports deadlocks across them, and a completed
   // copy or a signal wakes the group's waiters. Copies run eagerly or on_wait, not on the worker.
@@ -109,6 +117,7 @@ class DmaEngine {
   void signalled();        // a semaphore went up: wakes the group's waiters
   // Subtracts `value` from *sem if it holds that much; other cores may take from it at the same time.
   static bool take(int64_t* sem, int64_t value);
+  bool take_and_acquire(int64_t* sem, int64_t value);  // take, and tell the race detector what was taken
   void drain_worker();     // waits until the worker finished this core's copies; rethrows their failure
   [[noreturn]] void deadlock(const int64_t* sem, int64_t value, int64_t have, bool dma, SourceLoc loc) const;
 
@@ -123,6 +132,8 @@ class DmaEngine {
   std::vector<Named> named_;
   std::vector<Copy> pending_;  // on_wait: started, not done
   std::unique_ptr<Shared> shared_;
+  RaceDetector* races_ = nullptr;
+  int race_actor_ = -1;
 };
 
 // A copy of the box `shape` (elements of `es` bytes) between two strided windows (strides in

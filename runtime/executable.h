@@ -79,6 +79,7 @@ struct CheckedCores {
   DmaMode dma = DmaMode::eager;
   uint64_t seed = 0;  // of the on_wait order; core c uses seed + c
   bool zero_uninitialized = false;  // outputs and scratch start zeroed instead of poisoned
+  bool detect_races = false;        // happens-before race detection (runtime/race_detector.h)
 };
 
 // A kernel ready to launch, for one signature of arguments.

@@ -243,7 +243,7 @@ CheckedMemory checked_memory(const Executable& exe, std::span<const Array> args,
 // memory a compiled kernel allocated goes back to the executable for the next launch. Throws the
 // core's failure. `index`: the core's number among the launch's (for the on_wait order's seed).
 void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& mem, StepRange steps,
-                  LaunchGroup* group, Seat seat, uint64_t index, bool dma_worker) {
+                  LaunchGroup* group, Seat seat, uint64_t index, bool dma_worker, RaceDetector* races = nullptr) {
   const bool checked = exe.backend->checked();
   if (checked) {
     ctx.dma.configure(exe.checked.dma, ctx.launch.seed.value_or(exe.checked.seed) + index);
@@ -257,6 +257,11 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
     if (is_semaphore(op.dtype))
       ctx.dma.add_semaphores(static_cast<const int64_t*>(mem.data[k]), num_elements(op.shape), op.dtype, op.name, false);
   }
+  if (races) {
+    ctx.races = races;
+    ctx.race_actor = races->add_actor(ctx, seat.member, seat.core);
+    ctx.dma.watch_races(races, ctx.race_actor);
+  }
   {
     const GroupMembership member(group, seat, ctx);  // other participants stop reaching this core before its memory goes
     exe.backend->run_core(ctx, mem, steps);
@@ -265,6 +270,19 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
   if (!checked) exe.give_arena(std::move(ctx.allocations));
   if (ctx.fault) throw *ctx.fault;
 }
+
+// At the end of a launch that detects races: its reports become the calling thread's last ones, and
+// the shard_map's (if any) collects them.
+struct RacesPublished {
+  RaceDetector* races;
+  DeviceContext* device;
+  ~RacesPublished() {
+    if (!races) return;
+    std::vector<RaceReport> reports = races->reports();
+    if (device && device->races) device->races->collect(reports);
+    set_last_race_reports(std::move(reports));
+  }
+};
 
 // The collective launch of every device of the current shard_map that this launch is part of, for a
 // kernel that communicates.
@@ -288,16 +306,24 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
                     : device ? std::max<int>(1, num_threads() / static_cast<int>(device->mesh->size()))
                              : num_threads();
   const Executable::Split& split = exe.split_for(cores);
+  // Race detection: the devices of a collective launch share one detector, as they share memory.
+  set_last_race_reports({});
+  std::shared_ptr<RaceDetector> races;
+  if (checked && exe.checked.detect_races)
+    races = exe.communicates && device && device->races ? device->races->collective(device->collective_launches)
+                                                        : std::make_shared<RaceDetector>(false);
   const std::shared_ptr<LaunchGroup> group = join_collective(exe, device, split.active);
   const int64_t member = device ? device->logical : 0;
   auto run_core = [&](int core, const OperandMemory& mem, bool dma_worker) {
     const StepRange range = split.ranges[core];
     if (range.lo >= range.hi) return;
     CoreContext ctx(launch, core, &exe.lowered, device);
-    run_one_core(exe, ctx, mem, range, group.get(), Seat{member, core}, static_cast<uint64_t>(core), dma_worker);
+    run_one_core(exe, ctx, mem, range, group.get(), Seat{member, core}, static_cast<uint64_t>(core), dma_worker,
+                 races.get());
   };
   if (checked) {
     const CheckedMemory mem = checked_memory(exe, args, exe.checked.zero_uninitialized);
+    const RacesPublished published(races.get(), device);  // also when a core fails
     run_cores(launch, split.active, [&](int core) { run_core(core, mem.view(), false); });
     return mem.outputs(args.size(), exe.num_outputs());
   }
@@ -373,6 +399,10 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
   LaunchGroup group(std::move(names), scope, layout.key, 1, /*entry_barrier=*/false);
 
   DeviceContext* outer = current_device();
+  set_last_race_reports({});
+  std::unique_ptr<RaceDetector> races;
+  if (layout.backend->checked() && layout.checked.detect_races) races = std::make_unique<RaceDetector>(true);
+  const RacesPublished published(races.get(), outer);
   Failures failures(participants.size());
   run_concurrently(participants.size(), /*caller_runs_first=*/true, failures, [&](size_t i) {
     const Participant& who = participants[i];
@@ -385,7 +415,8 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
     CoreContext ctx(launch, static_cast<int>(i), &who.exe->lowered, &point);
     ctx.point.grid_point = point.coords;  // the grid is the mesh
     // Compiled copies are eager in a group: none is left pending when the kernel returns.
-    run_one_core(*who.exe, ctx, mem.view(), StepRange{}, &group, Seat{static_cast<int64_t>(i), 0}, i, false);
+    run_one_core(*who.exe, ctx, mem.view(), StepRange{}, &group, Seat{static_cast<int64_t>(i), 0}, i, false,
+                 races.get());
   });
 
   // A participant's own failure is the cause; the deadlock report of the ones left waiting for it is
@@ -423,9 +454,14 @@ void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function
   MeshRun run(mesh);
   const size_t n = static_cast<size_t>(mesh->size());
   Failures failures(n);
+  RaceRegistry races;
+  struct Publish {  // the shard_map's races are its caller's, also when it fails
+    RaceRegistry& races;
+    ~Publish() { set_last_race_reports(races.collected()); }
+  } publish{races};
   run_concurrently(n, /*caller_runs_first=*/false, failures, [&](size_t i) {
     const int64_t d = static_cast<int64_t>(i);
-    DeviceContext device{mesh, d, mesh->coords(d), &run, 0};
+    DeviceContext device{mesh, d, mesh->coords(d), &run, 0, 0, &races};
     const DeviceScope scope(&device);
     // The failure is recorded before the device counts as stopped: the ones that then fail waiting
     // for it come later.

@@ -28,6 +28,7 @@
 #include "runtime/collective.h"
 #include "runtime/dma_engine.h"
 #include "runtime/memory.h"
+#include "runtime/race_detector.h"
 
 namespace tessera::rt {
 
@@ -131,6 +132,9 @@ struct CoreContext {
   std::vector<std::unique_ptr<Buffer>> allocations;
   size_t next_allocation = 0;
   std::optional<RuntimeError> fault;
+  // Race detection (InterpretParams::detect_races): the detector and this core's actor there.
+  RaceDetector* races = nullptr;
+  int race_actor = -1;
 
   // The group of a collective launch or an mpmd_map (docs/design.md §4b), and the core's seat there:
   // set while a GroupMembership holds the core; no group otherwise.

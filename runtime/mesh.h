@@ -48,6 +48,7 @@ class Mesh {
 namespace rt {
 
 class MeshRun;
+class RaceRegistry;
 
 // The device a thread works for, inside pl::shard_map.
 struct DeviceContext {
@@ -58,6 +59,7 @@ struct DeviceContext {
   int64_t collective_launches = 0;     // collective kernels it has launched so far in that call
   // The launch-group member that is device 0 of `mesh` (mpmd_map puts several meshes in one group).
   int64_t first_member = 0;
+  RaceRegistry* races = nullptr;  // the shard_map's race reports and collective detectors
 };
 
 // The current thread's device, or null outside shard_map.

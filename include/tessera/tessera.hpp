@@ -18,6 +18,7 @@
 #include "dsl/numerics.h"
 #include "dsl/pallas_call.h"
 #include "dsl/profile.h"
+#include "dsl/races.h"
 #include "dsl/ref.h"
 #include "dsl/run_scoped.h"
 #include "dsl/semaphores.h"

@@ -10,6 +10,7 @@
 #include "jit/ir/operands.h"
 #include "jit/ir/printer.h"
 #include "runtime/block_ops.h"
+#include "runtime/race_detector.h"
 
 namespace tessera::rt {
 
@@ -58,6 +59,11 @@ bool computes_float(const ir::Op& op, const ir::Function& fn) {
     case OpKind::DotGeneral: return true;
     default: return false;
   }
+}
+
+// Race detection (runtime/race_detector.h): a core's read or write of a window, when the launch detects races.
+void note(CoreContext& ctx, AccessKind kind, const RefView& ref, SourceLoc loc, const Array* mask = nullptr) {
+  if (ctx.races) ctx.races->access(ctx.race_actor, kind, ref, mask, loc);
 }
 
 }  // namespace
@@ -220,15 +226,22 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       const ir::DmaOperands operands = ir::dma_operands(op);
       const RefView& src = ref(val(operands.src));
       const RefView& dst = ref(val(operands.dst));
+      const int64_t to = target(frame, op, operands.device);
+      if (frame.ctx.races)
+        frame.ctx.races->start_remote_copy(frame.ctx.race_actor, src, dst, semaphore(val(operands.send_sem)),
+                                           semaphore(val(operands.recv_sem)), frame.ctx.device->first_member + to, to, op.loc);
       remote_copy(frame.ctx, src.read_address(0), src.strides, dst.read_address(0), dst.strides, src.shape,
                   dtype_size(src.buffer->dtype), semaphore(val(operands.send_sem)), semaphore(val(operands.recv_sem)),
-                  target(frame, op, operands.device), op.loc);
+                  to, op.loc);
       return;
     }
     case OpKind::RemoteSemaphoreSignal: {
       const ir::SemaphoreOperands operands = ir::semaphore_operands(op);
-      remote_signal(frame.ctx, semaphore(val(operands.sem)), as_int(val(operands.amount)), target(frame, op, operands.device),
-                    op.loc);
+      const int64_t to = target(frame, op, operands.device);
+      if (frame.ctx.races)
+        frame.ctx.races->remote_signal(frame.ctx.race_actor, semaphore(val(operands.sem)), as_int(val(operands.amount)),
+                                       frame.ctx.device->first_member + to);
+      remote_signal(frame.ctx, semaphore(val(operands.sem)), as_int(val(operands.amount)), to, op.loc);
       return;
     }
     case OpKind::AxisIndex:
@@ -244,8 +257,10 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       const ir::DmaOperands operands = ir::dma_operands(op);
       const RefView& src = ref(val(operands.src));
       const RefView& dst = ref(val(operands.dst));
-      frame.ctx.dma.start(window_copy(dst.address(0), dst.strides, src.read_address(0), src.strides, src.shape,
-                                      dtype_size(src.buffer->dtype), semaphore(val(operands.send_sem))));
+      DmaEngine::Copy copy = window_copy(dst.address(0), dst.strides, src.read_address(0), src.strides, src.shape,
+                                         dtype_size(src.buffer->dtype), semaphore(val(operands.send_sem)));
+      if (frame.ctx.races) copy.race = frame.ctx.races->start_copy(frame.ctx.race_actor, src, dst, op.loc);
+      frame.ctx.dma.start(std::move(copy));
       return;
     }
     case OpKind::DmaWait:
@@ -273,6 +288,8 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
     }
     case OpKind::Load: {
       const ir::LoadOperands operands = ir::load_operands(op);
+      note(frame.ctx, AccessKind::read, ref(val(operands.ref)), op.loc,
+           operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask)));
       if (operands.mask == ir::kNone) set(load(ref(val(operands.ref))));
       else
         set(load_masked(ref(val(operands.ref)), tensor(val(operands.mask)),
@@ -281,6 +298,8 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
     }
     case OpKind::Store: {
       const ir::StoreOperands operands = ir::store_operands(op);
+      note(frame.ctx, AccessKind::write, ref(val(operands.ref)), op.loc,
+           operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask)));
       if (operands.mask == ir::kNone) store(ref(val(operands.ref)), tensor(val(operands.value)));
       else store_masked(ref(val(operands.ref)), tensor(val(operands.value)), tensor(val(operands.mask)));
       return;
@@ -289,6 +308,8 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       // As the unfused ops: the dot in the accumulator's dtype, then load, add and store.
       const ir::DotOperands operands = ir::dot_operands(op);
       const RefView& acc = ref(val(operands.acc));
+      note(frame.ctx, AccessKind::read, acc, op.loc);
+      note(frame.ctx, AccessKind::write, acc, op.loc);
       Array product = dot_general(tensor(val(operands.lhs)), tensor(val(operands.rhs)), std::get<ir::DotAttr>(op.attr),
                                   fn_.type(operands.acc).dtype);
       store(acc, binary(OpKind::Add, load(acc), product));
@@ -346,6 +367,16 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       if (!fetch) check_revisit(frame.ctx, attr, starts);
       if (BlockWriteLog* log = frame.ctx.launch.block_writes; log && !fetch && attr.pipeline == 0)
         log->add({attr.operand, starts, src.shape, frame.ctx.point});
+      // What the copy reads and writes, for race detection: the block's in-bounds part of the array.
+      std::pair<RefView, RefView> moved;  // (source, destination)
+      if (frame.ctx.races) {
+        auto [in_array, in_block] = block_copy_windows(fetch ? src : dst, fetch ? dst : src, starts);
+        moved = fetch ? std::pair(in_array, dst) : std::pair(in_block, in_array);
+        if (operands.sem == ir::kNone) {
+          note(frame.ctx, AccessKind::read, moved.first, op.loc);
+          note(frame.ctx, AccessKind::write, moved.second, op.loc);
+        }
+      }
       const bool zero = options_.zero_uninitialized;
       auto move = [fetch, src, dst, starts, zero, name = attr.name] {
         if (fetch) fetch_block(src, dst, starts, zero, name);
@@ -362,6 +393,7 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       copy.bytes = num_elements((fetch ? dst : src).shape) * dtype_size(src.buffer->dtype);
       std::tie(copy.src_lo, copy.src_hi) = extent(src);
       std::tie(copy.dst_lo, copy.dst_hi) = extent(dst);
+      if (frame.ctx.races) copy.race = frame.ctx.races->start_copy(frame.ctx.race_actor, moved.first, moved.second, op.loc);
       frame.ctx.dma.start(std::move(copy));
       return;
     }

@@ -16,6 +16,13 @@ namespace tessera::testing {
 
 namespace pl = tessera;
 
+// An m x n f32 array of small distinct steps (exact in f32, so results compare bit for bit).
+inline pl::Array ramp(int64_t m, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(m * n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 251) * 0.25f;
+  return pl::Array::from_vector(v, {m, n});
+}
+
 // Options selecting the interpreter.
 inline pl::CallOptions interpret(pl::InterpretParams params = {}) {
   pl::CallOptions o;
