@@ -29,6 +29,7 @@
 #include "jit/ir/diagnostics.h"
 #include "runtime/settings.h"
 #include "runtime/mesh.h"
+#include "runtime/transport.h"
 
 namespace tessera::rt {
 
@@ -45,9 +46,12 @@ struct LaunchKey {
 // One shard_map call: its devices' progress and the groups of their collective launches.
 class MeshRun {
  public:
-  explicit MeshRun(std::shared_ptr<const Mesh> mesh);
+  // `transport`: how its devices reach each other (runtime/transport.h); the devices it does not run
+  // in this process take part in every group from elsewhere.
+  explicit MeshRun(std::shared_ptr<const Mesh> mesh, Transport& transport = threads_transport());
   ~MeshRun();
   const Mesh& mesh() const { return *mesh_; }
+  Transport& transport() const { return transport_; }
 
   // The group of every device's `sequence`-th collective launch (made by the first to arrive).
   // Fails (RuntimeError) when the launch does not match the one the other devices made.
@@ -57,6 +61,7 @@ class MeshRun {
 
  private:
   std::shared_ptr<const Mesh> mesh_;
+  Transport& transport_;
   std::mutex mutex_;
   // Every group of the call, alive until it ends: a device may join after the others finished theirs.
   std::map<int64_t, std::shared_ptr<LaunchGroup>> groups_;
@@ -82,10 +87,15 @@ class LaunchGroup {
  public:
   // `members` names each member for messages ("device 3 (x=1, y=1)"), each with `cores` cores;
   // `scope` says what the group is ("collective kernel `k` (collective launch #0 of ...)").
-  // `entry_barrier`: every participant waits at its start until all are ready.
-  LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores, bool entry_barrier);
+  // `entry_barrier`: every participant waits at its start until all are ready. `transport` carries
+  // its remote copies and signals.
+  LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores, bool entry_barrier,
+              Transport& transport = threads_transport());
 
   const LaunchKey& key() const { return key_; }
+  const std::string& scope() const { return scope_; }
+  const std::string& member_name(int64_t member) const { return members_[static_cast<size_t>(member)]; }
+  Transport& transport() const { return transport_; }
   int cores() const { return cores_; }
   bool entry_barrier() const { return entry_barrier_; }
   std::mutex& mutex() { return mutex_; }
@@ -98,6 +108,8 @@ class LaunchGroup {
   void finish(Seat seat);
   // The member stopped without joining (or after): participants that wait for it fail.
   void device_stopped(int64_t member, const std::string& why);
+  // The member runs in another process: its progress is the transport's to judge.
+  void elsewhere(int64_t member);
 
   // Runs `op` on the target participant (the same core of member `target`) once it is ready, under
   // the group's lock; waits meanwhile. Throws Fault when the target already finished or the group failed.
@@ -120,7 +132,7 @@ class LaunchGroup {
   }
 
  private:
-  enum class State { absent, joined, ready, blocked, finished, stopped };
+  enum class State { absent, joined, ready, blocked, finished, stopped, elsewhere };
   struct Participant {
     State state = State::absent;
     CoreContext* ctx = nullptr;
@@ -137,6 +149,7 @@ class LaunchGroup {
   LaunchKey key_;
   int cores_;
   bool entry_barrier_;
+  Transport& transport_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Participant> participants_;
