@@ -64,7 +64,7 @@ std::shared_ptr<LaunchGroup> MeshRun::join(int64_t sequence, const LaunchKey& ke
         std::move(devices),
         fmt::format("collective kernel `{}` (collective launch #{} of the shard_map over {})", key.kernel, sequence,
                     mesh_->str()),
-        key, cores, /*entry_barrier=*/!key.collective_id, transport_);
+        key, cores, /*entry_barrier=*/!key.collective_id, transport_, sequence);
     const auto [first, last] = transport_.local_devices(mesh_->size());
     for (int64_t d = 0; d < mesh_->size(); ++d)
       if (d < first || d >= last) group->elsewhere(d);
@@ -88,6 +88,12 @@ std::shared_ptr<LaunchGroup> MeshRun::join(int64_t sequence, const LaunchKey& ke
   return group;
 }
 
+std::shared_ptr<LaunchGroup> MeshRun::find(int64_t sequence) {
+  std::lock_guard lock(mutex_);
+  auto it = groups_.find(sequence);
+  return it == groups_.end() ? nullptr : it->second;
+}
+
 void MeshRun::device_stopped(int64_t device, const std::string& why) {
   std::lock_guard lock(mutex_);
   stopped_[static_cast<size_t>(device)] = why;
@@ -97,9 +103,9 @@ void MeshRun::device_stopped(int64_t device, const std::string& why) {
 // ---- LaunchGroup ------------------------------------------------------------------------------------
 
 LaunchGroup::LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores,
-                         bool entry_barrier, Transport& transport)
+                         bool entry_barrier, Transport& transport, int64_t sequence)
     : members_(std::move(members)), scope_(std::move(scope)), key_(std::move(key)), cores_(cores),
-      entry_barrier_(entry_barrier), transport_(transport), participants_(members_.size() * static_cast<size_t>(cores)) {
+      entry_barrier_(entry_barrier), transport_(transport), sequence_(sequence), participants_(members_.size() * static_cast<size_t>(cores)) {
   // Reads TESSERA_CHAOS_US on the launching thread, so an invalid value fails the launch there rather
   // than a remote copy inside a kernel.
   random_delay_bound();
@@ -133,6 +139,7 @@ void LaunchGroup::finish(Seat seat) {
   std::lock_guard lock(mutex_);
   at(seat).state = State::finished;
   changed_.notify_all();
+  settle();
 }
 
 void LaunchGroup::device_stopped(int64_t member, const std::string& why) {
@@ -145,6 +152,30 @@ void LaunchGroup::device_stopped(int64_t member, const std::string& why) {
     }
   }
   changed_.notify_all();
+  settle();
+}
+
+void LaunchGroup::settle() {
+  for (const Participant& p : participants_)
+    if (p.state != State::finished && p.state != State::stopped && p.state != State::elsewhere) return;
+  transport_.settled(*this);
+}
+
+LaunchGroup::Delivery LaunchGroup::deliver(Seat seat, const std::function<void(CoreContext&)>& op) {
+  std::lock_guard lock(mutex_);
+  Participant& t = at(seat);
+  switch (t.state) {
+    case State::absent:
+    case State::joined: return Delivery::not_ready;
+    case State::finished:
+    case State::stopped:
+    case State::elsewhere: return Delivery::gone;
+    case State::ready:
+    case State::blocked: break;
+  }
+  op(*t.ctx);
+  changed_.notify_all();
+  return Delivery::done;
 }
 
 void LaunchGroup::elsewhere(int64_t member) {

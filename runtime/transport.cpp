@@ -49,10 +49,29 @@ class ThreadsTransport final : public Transport {
 
 }  // namespace
 
+std::pair<int64_t, int64_t> process_devices(int64_t size, int process, int count) {
+  return {size * process / count, size * (process + 1) / count};
+}
+
+std::pair<int64_t, int64_t> Transport::local_devices(int64_t size) const {
+  return process_devices(size, process_index(), process_count());
+}
+
 Transport& threads_transport() {
   static ThreadsTransport transport;
   return transport;
 }
+
+namespace {
+std::atomic<Transport*> g_process_transport{nullptr};
+}  // namespace
+
+Transport& process_transport() {
+  Transport* t = g_process_transport.load();
+  return t ? *t : threads_transport();
+}
+
+void set_process_transport(Transport* transport) { g_process_transport.store(transport); }
 
 RemoteAddress remote_address(const CoreContext& core, const std::byte* p, int64_t extent, const char* what) {
   const MemoryRegion* r = core.region_containing(p, extent);

@@ -19,9 +19,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "jit/ir/diagnostics.h"
 
@@ -29,6 +31,7 @@ namespace tessera::rt {
 
 struct CoreContext;
 class LaunchGroup;
+class MeshRun;
 
 // Memory a remote operation addresses, the same on every device: the key of a memory region
 // (MemoryRegion in runtime/launch.h) and a byte offset into it.
@@ -57,7 +60,7 @@ class Transport {
   virtual ~Transport() = default;
 
   // The devices [first, last) of a mesh of `size` devices this process runs (threads: all of them).
-  virtual std::pair<int64_t, int64_t> local_devices(int64_t size) const { return {0, size}; }
+  std::pair<int64_t, int64_t> local_devices(int64_t size) const;
 
   // Delivers a remote copy from `from` to the same core of group member `target`: the data lands, then
   // the receive semaphore goes up. Throws Fault when the target cannot be reached (it already ended
@@ -75,10 +78,32 @@ class Transport {
   virtual bool stuck_everywhere(LaunchGroup& group) = 0;
   // The entry barrier's question for members outside this process: have they all become ready?
   virtual bool others_ready(LaunchGroup& group) = 0;
+  // Every participant of the group in this process finished or stopped (called under the group's lock).
+  virtual void settled(LaunchGroup&) {}
+
+  // ---- the host side: called by the thread that runs a shard_map ----
+  virtual int process_index() const { return 0; }
+  virtual int process_count() const { return 1; }
+  // A shard_map call starts its devices.
+  virtual void begin_run(MeshRun&) {}
+  // Every device of the call in this process stopped: returns once every process got there (so that
+  // no copy of this call lands in the next), with what went wrong in this process's mailbox, if anything.
+  virtual std::optional<std::string> end_run(MeshRun&) { return std::nullopt; }
+  // Every process's `mine`, by process index (a collective of all processes; threads: just `mine`).
+  virtual std::vector<std::string> exchange(std::string mine) { return {std::move(mine)}; }
 };
+
+// The devices [first, last) of a mesh of `size` that process `process` of `count` runs: contiguous
+// logical ids, [process * size / count, (process + 1) * size / count).
+std::pair<int64_t, int64_t> process_devices(int64_t size, int process, int count);
 
 // Today's transport: every device a thread of this process.
 Transport& threads_transport();
+
+// The transport shard_maps use: the one installed (pl::distributed::initialize installs MPI's), else
+// threads. Install before the first shard_map; null goes back to threads.
+Transport& process_transport();
+void set_process_transport(Transport* transport);
 
 // The memory [p, p + extent) of `core` as a region and offset; a Fault naming `what` when it is none of
 // the kernel's operands or allocations.
