@@ -182,6 +182,13 @@ class MpiTransport final : public Transport {
 
   void begin_run(MeshRun& run) override {
     std::lock_guard lock(mailbox_);
+    // The window serves one call at a time: messages name a collective launch of "the" current call.
+    if (run_)
+      throw UserError("a shard_map over processes started while another one runs in this process",
+                      fmt::format("shard_map over {} during one over {}", run.mesh().str(), run_->mesh().str()),
+                      "after pl::distributed::initialize, call shard_map from one host thread at a time (and not "
+                      "inside another shard_map's function)",
+                      {});
     run_ = &run;
     all_stopped_ = false;
   }

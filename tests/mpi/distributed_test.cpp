@@ -220,6 +220,17 @@ TEST_SUITE("mpi") {
   }
 }
 
+TEST_SUITE("mpi") {
+  TEST_CASE("errors across processes: a shard_map inside another one's function is a UserError on every process") {
+    pl::Mesh mesh({2}, {"x"});
+    auto inner = pl::shard_map([](const pl::Array& b) { return b; }, mesh, {pl::P("x")}, {pl::P("x")});
+    auto outer = pl::shard_map([&](const pl::Array& b) { return pl::Array(inner(b)); }, mesh, {pl::P("x")}, {pl::P("x")});
+    CHECK_THROWS_WITH_AS(outer(pl::Array::zeros({4}, pl::f32)),
+                         Contains("a shard_map over processes started while another one runs in this process"),
+                         std::runtime_error);
+  }
+}
+
 int main(int argc, char** argv) {
   pl::distributed::initialize();
   doctest::Context context(argc, argv);
