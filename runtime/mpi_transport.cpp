@@ -54,16 +54,6 @@ void check(int rc, const char* call) {
   throw Fault(fmt::format("{} failed: {}", call, std::string(text, static_cast<size_t>(length))));
 }
 
-std::vector<int64_t> row_major_strides(std::span<const int64_t> shape) {
-  std::vector<int64_t> strides(shape.size());
-  int64_t s = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = s;
-    s *= shape[d];
-  }
-  return strides;
-}
-
 class MpiTransport final : public Transport {
  public:
   explicit MpiTransport(int64_t window_bytes) : capacity_(window_bytes) {
@@ -106,9 +96,9 @@ class MpiTransport final : public Transport {
       msg[kHeaderWords + d] = p.shape[d];
       msg[kHeaderWords + rank + d] = p.dst_strides[d];
     }
-    copy_box(reinterpret_cast<std::byte*>(msg.data() + kHeaderWords + 2 * rank), row_major_strides(p.shape), p.src,
+    copy_box(reinterpret_cast<std::byte*>(msg.data() + kHeaderWords + 2 * rank), row_major_strides(Shape(p.shape.begin(), p.shape.end())), p.src,
              p.src_strides, p.shape, p.es);
-    send(group, owner(group, target), msg, loc);
+    send(group, owner(group, target), msg);
   }
 
   void signal(LaunchGroup& group, CoreContext& from, int64_t target, RemoteAddress sem, int64_t inc,
@@ -120,7 +110,7 @@ class MpiTransport final : public Transport {
     msg[hDstKey] = sem.key;
     msg[hDstOffset] = sem.offset;
     msg[hAmount] = inc;
-    send(group, owner(group, target), msg, loc);
+    send(group, owner(group, target), msg);
   }
 
   void idle(LaunchGroup&, std::unique_lock<std::mutex>& lock, std::condition_variable& changed) override {
@@ -171,7 +161,7 @@ class MpiTransport final : public Transport {
       if (!announce) continue;
       std::vector<int64_t> msg(kHeaderWords);
       header(msg, group, kReady, lo, nullptr);
-      send(group, r, msg, group.key().loc);
+      send(group, r, msg);
     }
     return ready_[static_cast<size_t>(g % kGroups)].load() >= others;
   }
@@ -294,7 +284,7 @@ class MpiTransport final : public Transport {
 
   // Puts `msg` into process r's mailbox: counted as sent first (so that it is in flight from then on),
   // a place reserved atomically, the body put, then the flag.
-  void send(const LaunchGroup& group, int r, std::vector<int64_t>& msg, SourceLoc) {
+  void send(const LaunchGroup& group, int r, std::vector<int64_t>& msg) {
     const int64_t g = group.sequence();
     if (g >= kGroups)
       throw Fault(fmt::format("{} is collective launch #{} of its shard_map call: across processes a shard_map call may "
@@ -398,7 +388,7 @@ class MpiTransport final : public Transport {
     auto* recv = reinterpret_cast<int64_t*>(
         local_address(t, RemoteAddress{msg[hRecvKey], msg[hRecvOffset]}, sizeof(int64_t), "the receive semaphore"));
     copy_box(to, strides, reinterpret_cast<const std::byte*>(msg.data() + kHeaderWords + 2 * rank),
-             row_major_strides(shape), shape, msg[hEs]);
+             row_major_strides(Shape(shape.begin(), shape.end())), shape, msg[hEs]);
     std::atomic_ref<int64_t>(*recv).fetch_add(msg[hAmount]);
   }
 
