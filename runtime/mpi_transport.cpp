@@ -82,7 +82,9 @@ class MpiTransport final : public Transport {
     random_delay();
     const size_t rank = p.shape.size();
     const size_t data_words = static_cast<size_t>((p.bytes + 7) / 8);
-    std::vector<int64_t> msg(kHeaderWords + 2 * rank + data_words);
+    // One buffer per thread, reused: a fresh one per copy would pay a page fault per 4 KiB.
+    thread_local std::vector<int64_t> msg;
+    msg.assign(kHeaderWords + 2 * rank + data_words, 0);
     header(msg, group, kPut, target, &from);
     msg[hDstKey] = p.dst.key;
     msg[hDstOffset] = p.dst.offset;
@@ -96,8 +98,8 @@ class MpiTransport final : public Transport {
       msg[kHeaderWords + d] = p.shape[d];
       msg[kHeaderWords + rank + d] = p.dst_strides[d];
     }
-    copy_box(reinterpret_cast<std::byte*>(msg.data() + kHeaderWords + 2 * rank), row_major_strides(Shape(p.shape.begin(), p.shape.end())), p.src,
-             p.src_strides, p.shape, p.es);
+    copy_box(reinterpret_cast<std::byte*>(msg.data() + kHeaderWords + 2 * rank),
+             row_major_strides(Shape(p.shape.begin(), p.shape.end())), p.src, p.src_strides, p.shape, p.es);
     send(group, owner(group, target), msg);
   }
 
@@ -322,8 +324,9 @@ class MpiTransport final : public Transport {
       if (kMailbox + cursor_ + static_cast<int64_t>(kHeaderWords * 8) > capacity_) break;
       if (read(rank_, kMailbox + cursor_) == 0) break;
       MPI_Win_sync(win_);
+      // Delivered from where it landed: the window keeps it until the call ends.
       const auto* m = reinterpret_cast<const int64_t*>(static_cast<const std::byte*>(base_) + kMailbox + cursor_);
-      arrived_.emplace_back(m, m + m[hSize] / 8);
+      arrived_.push_back(m);
       cursor_ += m[hSize];
     }
     int consumed = 0;
@@ -342,7 +345,7 @@ class MpiTransport final : public Transport {
   }
 
   // Delivers one message; false when its target is not ready yet (it stays in the mailbox).
-  bool deliver(const std::vector<int64_t>& msg) {
+  bool deliver(const int64_t* msg) {
     const int64_t g = msg[hGroup];
     if (msg[hKind] == kReady) {
       ++ready_[static_cast<size_t>(g % kGroups)];
@@ -373,7 +376,7 @@ class MpiTransport final : public Transport {
     return true;
   }
 
-  static void apply(CoreContext& t, const std::vector<int64_t>& msg) {
+  static void apply(CoreContext& t, const int64_t* msg) {
     if (msg[hKind] == kSignal) {
       auto* sem = reinterpret_cast<int64_t*>(
           local_address(t, RemoteAddress{msg[hDstKey], msg[hDstOffset]}, sizeof(int64_t), "the signalled semaphore"));
@@ -381,13 +384,13 @@ class MpiTransport final : public Transport {
       return;
     }
     const size_t rank = static_cast<size_t>(msg[hRank]);
-    const std::span<const int64_t> shape(msg.data() + kHeaderWords, rank);
-    const std::span<const int64_t> strides(msg.data() + kHeaderWords + rank, rank);
+    const std::span<const int64_t> shape(msg + kHeaderWords, rank);
+    const std::span<const int64_t> strides(msg + kHeaderWords + rank, rank);
     std::byte* to = local_address(t, RemoteAddress{msg[hDstKey], msg[hDstOffset]}, msg[hExtent],
                                   "the destination of a remote copy");
     auto* recv = reinterpret_cast<int64_t*>(
         local_address(t, RemoteAddress{msg[hRecvKey], msg[hRecvOffset]}, sizeof(int64_t), "the receive semaphore"));
-    copy_box(to, strides, reinterpret_cast<const std::byte*>(msg.data() + kHeaderWords + 2 * rank),
+    copy_box(to, strides, reinterpret_cast<const std::byte*>(msg + kHeaderWords + 2 * rank),
              row_major_strides(Shape(shape.begin(), shape.end())), shape, msg[hEs]);
     std::atomic_ref<int64_t>(*recv).fetch_add(msg[hAmount]);
   }
@@ -402,7 +405,7 @@ class MpiTransport final : public Transport {
   MeshRun* run_ = nullptr;
   bool all_stopped_ = false;
   int64_t cursor_ = 0;
-  std::list<std::vector<int64_t>> arrived_;  // taken in, not yet delivered
+  std::list<const int64_t*> arrived_;  // in the window, not yet delivered
   std::optional<std::string> late_;          // the first copy or signal that came too late
   std::array<std::atomic<bool>, kGroups> announced_{};
   std::array<std::atomic<int>, kGroups> ready_{};
