@@ -2,11 +2,63 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "runtime/launch.h"
 #include "runtime/mesh.h"
 #include "runtime/timeline.h"
+#include "runtime/transport.h"
 
 namespace tessera::detail {
+
+namespace {
+
+// ---- blocks as bytes, for processes that exchange them ----
+
+void put_word(std::string& out, int64_t w) { out.append(reinterpret_cast<const char*>(&w), sizeof w); }
+int64_t take_word(const std::string& in, size_t& at) {
+  int64_t w;
+  std::memcpy(&w, in.data() + at, sizeof w);
+  at += sizeof w;
+  return w;
+}
+
+// Under a transport of several processes every process ran only its own devices: each sends the
+// blocks its devices returned to all the others (one all-gather of every output, the whole result
+// replicated on every process), so that every process holds every device's blocks afterwards.
+void share_blocks(rt::Transport& transport, std::vector<std::vector<Array>>& results, int64_t first, int64_t last) {
+  std::string mine;
+  for (int64_t d = first; d < last; ++d) {
+    put_word(mine, static_cast<int64_t>(results[d].size()));
+    for (const Array& a : results[d]) {
+      put_word(mine, static_cast<int64_t>(a.dtype()));
+      put_word(mine, a.rank());
+      for (int64_t e : a.shape()) put_word(mine, e);
+      mine.append(reinterpret_cast<const char*>(a.data()), static_cast<size_t>(a.nbytes()));
+    }
+  }
+  const std::vector<std::string> all = transport.exchange(std::move(mine));
+  const int64_t n = static_cast<int64_t>(results.size());
+  for (int p = 0; p < static_cast<int>(all.size()); ++p) {
+    if (p == transport.process_index()) continue;
+    const auto [lo, hi] = rt::process_devices(n, p, static_cast<int>(all.size()));
+    size_t at = 0;
+    for (int64_t d = lo; d < hi; ++d) {
+      const int64_t outputs = take_word(all[p], at);
+      for (int64_t o = 0; o < outputs; ++o) {
+        const auto dtype = static_cast<DType>(take_word(all[p], at));
+        Shape shape(static_cast<size_t>(take_word(all[p], at)));
+        for (int64_t& e : shape) e = take_word(all[p], at);
+        Array a = Array::empty(shape, dtype);
+        std::memcpy(a.mutable_data(), all[p].data() + at, static_cast<size_t>(a.nbytes()));
+        at += static_cast<size_t>(a.nbytes());
+        results[d].push_back(std::move(a));
+      }
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<ShardedArray> run_shard_map(const ShardMapSpec& spec, int arity,
                                         const std::function<std::vector<Array>(std::vector<Array>&)>& f,
@@ -41,6 +93,10 @@ std::vector<ShardedArray> run_shard_map(const ShardMapSpec& spec, int arity,
     for (const ShardedArray& in : inputs) local.push_back(in.shard(d));
     results[d] = f(local);
   });
+  if (rt::Transport& transport = rt::process_transport(); transport.process_count() > 1) {
+    const auto [first, last] = transport.local_devices(n);
+    share_blocks(transport, results, first, last);
+  }
 
   // Assemble each output from the devices' blocks.
   std::vector<ShardedArray> outputs;

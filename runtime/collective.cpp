@@ -50,7 +50,8 @@ void random_delay() {
 
 // ---- MeshRun ----------------------------------------------------------------------------------------
 
-MeshRun::MeshRun(std::shared_ptr<const Mesh> mesh) : mesh_(std::move(mesh)), stopped_(static_cast<size_t>(mesh_->size())) {}
+MeshRun::MeshRun(std::shared_ptr<const Mesh> mesh, Transport& transport)
+    : mesh_(std::move(mesh)), transport_(transport), stopped_(static_cast<size_t>(mesh_->size())) {}
 MeshRun::~MeshRun() = default;
 
 std::shared_ptr<LaunchGroup> MeshRun::join(int64_t sequence, const LaunchKey& key, int64_t device, int cores) {
@@ -63,7 +64,10 @@ std::shared_ptr<LaunchGroup> MeshRun::join(int64_t sequence, const LaunchKey& ke
         std::move(devices),
         fmt::format("collective kernel `{}` (collective launch #{} of the shard_map over {})", key.kernel, sequence,
                     mesh_->str()),
-        key, cores, /*entry_barrier=*/!key.collective_id);
+        key, cores, /*entry_barrier=*/!key.collective_id, transport_, sequence);
+    const auto [first, last] = transport_.local_devices(mesh_->size());
+    for (int64_t d = 0; d < mesh_->size(); ++d)
+      if (d < first || d >= last) group->elsewhere(d);
     for (size_t d = 0; d < stopped_.size(); ++d)
       if (stopped_[d]) group->device_stopped(static_cast<int64_t>(d), *stopped_[d]);
     return group;
@@ -84,6 +88,12 @@ std::shared_ptr<LaunchGroup> MeshRun::join(int64_t sequence, const LaunchKey& ke
   return group;
 }
 
+std::shared_ptr<LaunchGroup> MeshRun::find(int64_t sequence) {
+  std::lock_guard lock(mutex_);
+  auto it = groups_.find(sequence);
+  return it == groups_.end() ? nullptr : it->second;
+}
+
 void MeshRun::device_stopped(int64_t device, const std::string& why) {
   std::lock_guard lock(mutex_);
   stopped_[static_cast<size_t>(device)] = why;
@@ -93,9 +103,9 @@ void MeshRun::device_stopped(int64_t device, const std::string& why) {
 // ---- LaunchGroup ------------------------------------------------------------------------------------
 
 LaunchGroup::LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores,
-                         bool entry_barrier)
+                         bool entry_barrier, Transport& transport, int64_t sequence)
     : members_(std::move(members)), scope_(std::move(scope)), key_(std::move(key)), cores_(cores),
-      entry_barrier_(entry_barrier), participants_(members_.size() * static_cast<size_t>(cores)) {
+      entry_barrier_(entry_barrier), transport_(transport), sequence_(sequence), participants_(members_.size() * static_cast<size_t>(cores)) {
   // Reads TESSERA_CHAOS_US on the launching thread, so an invalid value fails the launch there rather
   // than a remote copy inside a kernel.
   random_delay_bound();
@@ -117,7 +127,7 @@ void LaunchGroup::ready(Seat seat, SourceLoc loc) {
   auto all_ready = [&] {
     for (const Participant& p : participants_)
       if (p.state == State::absent || p.state == State::joined) return false;
-    return true;
+    return transport_.others_ready(*this);
   };
   wait(lock, seat, all_ready, [&] {
     return BlockedOn{"the entry barrier of a collective kernel without a collective_id (every device must start it)", loc,
@@ -129,6 +139,7 @@ void LaunchGroup::finish(Seat seat) {
   std::lock_guard lock(mutex_);
   at(seat).state = State::finished;
   changed_.notify_all();
+  settle();
 }
 
 void LaunchGroup::device_stopped(int64_t member, const std::string& why) {
@@ -141,6 +152,35 @@ void LaunchGroup::device_stopped(int64_t member, const std::string& why) {
     }
   }
   changed_.notify_all();
+  settle();
+}
+
+void LaunchGroup::settle() {
+  for (const Participant& p : participants_)
+    if (p.state != State::finished && p.state != State::stopped && p.state != State::elsewhere) return;
+  transport_.settled(*this);
+}
+
+LaunchGroup::Delivery LaunchGroup::deliver(Seat seat, const std::function<void(CoreContext&)>& op) {
+  std::lock_guard lock(mutex_);
+  Participant& t = at(seat);
+  switch (t.state) {
+    case State::absent:
+    case State::joined: return Delivery::not_ready;
+    case State::finished:
+    case State::stopped:
+    case State::elsewhere: return Delivery::gone;
+    case State::ready:
+    case State::blocked: break;
+  }
+  op(*t.ctx);
+  changed_.notify_all();
+  return Delivery::done;
+}
+
+void LaunchGroup::elsewhere(int64_t member) {
+  std::lock_guard lock(mutex_);
+  for (int c = 0; c < cores_; ++c) at(Seat{member, c}).state = State::elsewhere;
 }
 
 void LaunchGroup::with_target(Seat from, int64_t target, const std::string& what, SourceLoc loc,
@@ -177,7 +217,7 @@ void LaunchGroup::wait(std::unique_lock<std::mutex>& lock, Seat seat, const std:
       me.done = nullptr;
       throw;
     }
-    changed_.wait(lock);
+    transport_.idle(*this, lock, changed_);
     me.done = nullptr;
     me.state = before;
   }
@@ -195,9 +235,12 @@ void LaunchGroup::check() {
         if ((*p.done)()) return;  // woken, not yet running
         break;
       case State::finished:
-      case State::stopped: break;
+      case State::stopped:
+      case State::elsewhere: break;  // the transport judges the members in other processes
     }
   }
+  if (!transport_.stuck_everywhere(*this)) return;
+  if (failure_) throw Fault(*failure_);  // found by the transport meanwhile
   failure_ = report();
   changed_.notify_all();
   throw Fault(*failure_);
@@ -216,6 +259,7 @@ std::string LaunchGroup::report() const {
         break;
       case State::finished: s += fmt::format("\n    {}: finished the kernel", who); break;
       case State::stopped: s += fmt::format("\n    {}: stopped before launching it ({})", who, p.on.what); break;
+      case State::elsewhere: s += fmt::format("\n    {}: waits or is done in another process", who); break;
       default: s += fmt::format("\n    {}: running", who); break;
     }
   }
@@ -262,18 +306,9 @@ int64_t target_device(const Mesh& mesh, std::span<const int64_t> ids, bool logic
 
 namespace {
 
-// The address on `to` of what [p, p + extent) is on `from`: the same offset into the memory with the
-// same key (the same operand or allocation).
-std::byte* translate(const CoreContext& from, const CoreContext& to, const std::byte* p, int64_t extent, const char* what) {
-  if (const MemoryRegion* r = from.region_containing(p, extent))
-    if (const MemoryRegion* t = to.region(r->key); t && (p - r->lo) + extent <= t->hi - t->lo)
-      return const_cast<std::byte*>(t->lo + (p - r->lo));
-  throw Fault(fmt::format("{} is not memory the other device's kernel has: it must be an operand, scratch or run_scoped "
-                          "buffer of the kernel (a window of one), which every device has",
-                          what));
-}
-
 std::atomic_ref<int64_t> counter(int64_t* sem) { return std::atomic_ref<int64_t>(*sem); }
+
+const std::byte* bytes_of(const int64_t* sem) { return reinterpret_cast<const std::byte*>(sem); }
 
 // The group member that is device `target` of the sender's mesh.
 int64_t member_of(const CoreContext& core, int64_t target) { return core.device->first_member + target; }
@@ -293,25 +328,27 @@ void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_
   timeline::Scope span(timeline::Track::copies(core.device->logical, core.point.core),
                        timeline::recording() ? fmt::format("remote copy {} B to device {}", bytes, target) : "", "dma");
   const int64_t extent = window_extent(shape, dst_strides, es);
-  core.group()->with_target(core.seat(), member_of(core, target), "a remote copy", loc, [&](CoreContext& t) {
-    std::byte* to = translate(core, t, dst, extent, "the destination of a remote copy");
-    auto* recv = reinterpret_cast<int64_t*>(
-        translate(core, t, reinterpret_cast<const std::byte*>(recv_sem), sizeof(int64_t), "the receive semaphore"));
-    copy_box(to, dst_strides, src, src_strides, shape, es);
-    counter(recv).fetch_add(bytes);
-    counter(send_sem).fetch_add(bytes);
-  });
+  const RemotePut put{src,
+                      src_strides,
+                      remote_address(core, dst, extent, "the destination of a remote copy"),
+                      dst_strides,
+                      shape,
+                      es,
+                      extent,
+                      remote_address(core, bytes_of(recv_sem), sizeof(int64_t), "the receive semaphore"),
+                      bytes};
+  LaunchGroup& group = *core.group();
+  group.transport().put(group, core, member_of(core, target), put, loc);
+  counter(send_sem).fetch_add(bytes);  // the data left: the source may be reused
+  group.notify();                      // (the sender's own cores may wait on it)
 }
 
 void remote_signal(CoreContext& core, const int64_t* sem, int64_t inc, int64_t target, SourceLoc loc) {
   require_group(core);
   if (inc < 0) throw Fault(fmt::format("semaphore_signal by {}: a signal adds a non-negative amount", inc));
-  core.group()->with_target(core.seat(), member_of(core, target), "a remote semaphore_signal", loc,
-                          [&](CoreContext& t) {
-                            auto* to = reinterpret_cast<int64_t*>(translate(
-                                core, t, reinterpret_cast<const std::byte*>(sem), sizeof(int64_t), "the signalled semaphore"));
-                            counter(to).fetch_add(inc);
-                          });
+  LaunchGroup& group = *core.group();
+  group.transport().signal(group, core, member_of(core, target),
+                           remote_address(core, bytes_of(sem), sizeof(int64_t), "the signalled semaphore"), inc, loc);
 }
 
 }  // namespace tessera::rt

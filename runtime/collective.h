@@ -29,6 +29,7 @@
 #include "jit/ir/diagnostics.h"
 #include "runtime/settings.h"
 #include "runtime/mesh.h"
+#include "runtime/transport.h"
 
 namespace tessera::rt {
 
@@ -45,18 +46,24 @@ struct LaunchKey {
 // One shard_map call: its devices' progress and the groups of their collective launches.
 class MeshRun {
  public:
-  explicit MeshRun(std::shared_ptr<const Mesh> mesh);
+  // `transport`: how its devices reach each other (runtime/transport.h); the devices it does not run
+  // in this process take part in every group from elsewhere.
+  explicit MeshRun(std::shared_ptr<const Mesh> mesh, Transport& transport = threads_transport());
   ~MeshRun();
   const Mesh& mesh() const { return *mesh_; }
+  Transport& transport() const { return transport_; }
 
   // The group of every device's `sequence`-th collective launch (made by the first to arrive).
   // Fails (RuntimeError) when the launch does not match the one the other devices made.
   std::shared_ptr<LaunchGroup> join(int64_t sequence, const LaunchKey& key, int64_t device, int cores);
   // The device's function returned (or threw `why`): it will join no more groups.
   void device_stopped(int64_t device, const std::string& why);
+  // The group of collective launch #`sequence`, when some device of this process made it; else null.
+  std::shared_ptr<LaunchGroup> find(int64_t sequence);
 
  private:
   std::shared_ptr<const Mesh> mesh_;
+  Transport& transport_;
   std::mutex mutex_;
   // Every group of the call, alive until it ends: a device may join after the others finished theirs.
   std::map<int64_t, std::shared_ptr<LaunchGroup>> groups_;
@@ -82,10 +89,18 @@ class LaunchGroup {
  public:
   // `members` names each member for messages ("device 3 (x=1, y=1)"), each with `cores` cores;
   // `scope` says what the group is ("collective kernel `k` (collective launch #0 of ...)").
-  // `entry_barrier`: every participant waits at its start until all are ready.
-  LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores, bool entry_barrier);
+  // `entry_barrier`: every participant waits at its start until all are ready. `transport` carries
+  // its remote copies and signals.
+  LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores, bool entry_barrier,
+              Transport& transport = threads_transport(), int64_t sequence = 0);
 
   const LaunchKey& key() const { return key_; }
+  const std::string& scope() const { return scope_; }
+  const std::string& member_name(int64_t member) const { return members_[static_cast<size_t>(member)]; }
+  int64_t members() const { return static_cast<int64_t>(members_.size()); }
+  Transport& transport() const { return transport_; }
+  // Its number among the collective launches of its shard_map call.
+  int64_t sequence() const { return sequence_; }
   int cores() const { return cores_; }
   bool entry_barrier() const { return entry_barrier_; }
   std::mutex& mutex() { return mutex_; }
@@ -98,6 +113,13 @@ class LaunchGroup {
   void finish(Seat seat);
   // The member stopped without joining (or after): participants that wait for it fail.
   void device_stopped(int64_t member, const std::string& why);
+  // The member runs in another process: its progress is the transport's to judge.
+  void elsewhere(int64_t member);
+
+  // Runs `op` on the local participant at `seat` under the group's lock, if it is ready, and wakes the
+  // waiters: what a transport does with a copy or signal that arrived from elsewhere.
+  enum class Delivery { done, not_ready, gone };
+  Delivery deliver(Seat seat, const std::function<void(CoreContext&)>& op);
 
   // Runs `op` on the target participant (the same core of member `target`) once it is ready, under
   // the group's lock; waits meanwhile. Throws Fault when the target already finished or the group failed.
@@ -120,7 +142,7 @@ class LaunchGroup {
   }
 
  private:
-  enum class State { absent, joined, ready, blocked, finished, stopped };
+  enum class State { absent, joined, ready, blocked, finished, stopped, elsewhere };
   struct Participant {
     State state = State::absent;
     CoreContext* ctx = nullptr;
@@ -128,6 +150,8 @@ class LaunchGroup {
     const std::function<bool()>* done = nullptr;  // blocked: whether it may go on
   };
   Participant& at(Seat s) { return participants_[static_cast<size_t>(s.member * cores_ + s.core)]; }
+  // Tells the transport when every participant here finished or stopped (the lock held).
+  void settle();
   // Throws the group's failure, or detects a deadlock (sets the failure, wakes everyone, throws).
   void check();
   std::string report() const;
@@ -137,6 +161,8 @@ class LaunchGroup {
   LaunchKey key_;
   int cores_;
   bool entry_barrier_;
+  Transport& transport_;
+  int64_t sequence_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Participant> participants_;

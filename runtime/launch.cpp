@@ -450,17 +450,53 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
   return mem.outputs(args.size(), layout.num_outputs());
 }
 
+namespace {
+
+// The failure every process reports after a shard_map over processes: the first process's own failure,
+// before any deadlock report (what the others ran into while waiting for it). `mine`: this process's
+// failure, if any. Returns normally when no process failed.
+void agree_on_failure(Transport& transport, std::exception_ptr mine) {
+  std::string encoded;  // "" none, "D..." a deadlock report, "E..." any other failure
+  if (mine) {
+    try {
+      std::rethrow_exception(mine);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      encoded = (what.find("deadlock: nothing can make progress") != std::string::npos ? "D" : "E") + what;
+    } catch (...) {
+      encoded = "Eunknown failure";
+    }
+  }
+  const std::vector<std::string> all = transport.exchange(encoded);
+  size_t chosen = all.size();
+  for (char kind : {'E', 'D'}) {
+    for (size_t p = 0; p < all.size() && chosen == all.size(); ++p)
+      if (!all[p].empty() && all[p][0] == kind) chosen = p;
+    if (chosen < all.size()) break;
+  }
+  if (chosen == all.size()) return;
+  if (chosen == static_cast<size_t>(transport.process_index())) std::rethrow_exception(mine);
+  throw RuntimeError(fmt::format("process {} of {} failed: {}", chosen, all.size(), all[chosen].substr(1)),
+                     ExecutionPoint{}, SourceLoc{});
+}
+
+}  // namespace
+
 void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function<void(int64_t device)>& body) {
-  MeshRun run(mesh);
-  const size_t n = static_cast<size_t>(mesh->size());
+  Transport& transport = process_transport();
+  MeshRun run(mesh, transport);
+  // This process runs its own devices [first, last); the others take part from their processes.
+  const auto [first_device, last_device] = transport.local_devices(mesh->size());
+  const size_t n = static_cast<size_t>(last_device - first_device);
   Failures failures(n);
   RaceRegistry races;
   struct Publish {  // the shard_map's races are its caller's, also when it fails
     RaceRegistry& races;
     ~Publish() { set_last_race_reports(races.collected()); }
   } publish{races};
+  transport.begin_run(run);
   run_concurrently(n, /*caller_runs_first=*/false, failures, [&](size_t i) {
-    const int64_t d = static_cast<int64_t>(i);
+    const int64_t d = first_device + static_cast<int64_t>(i);
     DeviceContext device{mesh, d, mesh->coords(d), &run, 0, 0, &races};
     const DeviceScope scope(&device);
     // The failure is recorded before the device counts as stopped: the ones that then fail waiting
@@ -477,7 +513,15 @@ void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function
     }
     run.device_stopped(d, why);
   });
-  if (const size_t first = failures.first(); first < n) std::rethrow_exception(failures.error(first));
+  std::exception_ptr failure;
+  if (const size_t first = failures.first(); first < n) failure = failures.error(first);
+  if (std::optional<std::string> late = transport.end_run(run); late && !failure)
+    failure = std::make_exception_ptr(RuntimeError(*late, ExecutionPoint{}, SourceLoc{}));
+  if (transport.process_count() == 1) {
+    if (failure) std::rethrow_exception(failure);
+    return;
+  }
+  agree_on_failure(transport, failure);
 }
 
 namespace {

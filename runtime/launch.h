@@ -224,7 +224,9 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
 
 // A shard_map: runs body(device) once per device of `mesh`, each on a thread of its own with its
 // device current (rt::current_device()), as one MeshRun for the collective launches they make.
-// Rethrows the first failure once every device stopped.
+// Rethrows the first failure once every device stopped. Under a transport of several processes
+// (runtime/transport.h) only this process's devices run here, and every process throws the same
+// failure: the first process's own, before deadlock reports.
 void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function<void(int64_t device)>& body);
 
 // set_debug_print_sink is in runtime/settings.h.

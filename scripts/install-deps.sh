@@ -10,6 +10,9 @@ packages="$packages nlohmann-json3-dev"
 packages="$packages libopenblas-dev"
 # oneDNN is only a baseline of bench_gemm; without it that benchmark skips its columns.
 packages="$packages libdnnl-dev"
+# Open MPI: the MPI transport (meshes over processes, pl::distributed) and its mpiexec tests. Without
+# it tessera builds with TESSERA_MPI off.
+packages="$packages openmpi-bin libopenmpi-dev"
 
 missing=""
 for p in $packages; do

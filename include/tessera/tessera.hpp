@@ -12,6 +12,7 @@
 #include "dsl/collectives.h"
 #include "dsl/control.h"
 #include "dsl/devices.h"
+#include "dsl/distributed.h"
 #include "dsl/emit_pipeline.h"
 #include "dsl/host_ops.h"
 #include "dsl/mpmd_map.h"

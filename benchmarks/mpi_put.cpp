@@ -1,0 +1,133 @@
+// A remote copy and its signal between two processes (the MPI transport, docs/design.md §4c), from
+// 8 B to 16 MiB, against raw MPI (MPI_Put + flush + MPI_Accumulate on a semaphore word + flush, what
+// the transport does at least) and memcpy, measured in the same run; and the same kernel with both
+// devices as threads of one process. Run it under mpiexec with two processes (process 0 prints):
+//
+//   mpiexec -n 2 --bind-to none bench_mpi_put [--json results.json] [--runs N]
+//
+// Tessera's figure per copy is (time of a shard_map whose kernel makes `reps` copies - the fastest
+// time of one whose kernel makes none) / reps: launch and shard_map overheads cancel, what is left is
+// the copy, its signal, the receiver's delivery out of the mailbox and its wait. Two processes on a
+// 2-core machine share it with each other's waiting threads: expect wide spreads, read the medians.
+#include <mpi.h>
+#include <tessera/tessera.hpp>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "benchmarks/bench_util.h"
+#include "runtime/transport.h"
+
+namespace pl = tessera;
+
+namespace {
+
+// Device 0 copies its block to device 1 `reps` times (waiting for each to leave), device 1 waits for
+// every one to arrive.
+pl::ShardedArray ping(const pl::Array& x, int64_t reps) {
+  const pl::Mesh mesh({2}, {"x"});
+  auto kernel = [reps](pl::Ref in, pl::Ref out, pl::Ref send, pl::Ref recv) {
+    pl::Value me = pl::axis_index("x");
+    auto copy = pl::make_async_remote_copy(in, out, send, recv, pl::DeviceId({{"x", 1}}));
+    pl::loop(0, reps, [&](pl::Value) {
+      pl::when(me == 0, [&] {
+        copy.start();
+        copy.wait_send();
+      });
+      pl::when(me == 1, [&] { copy.wait_recv(); });
+    });
+  };
+  auto f = [&](const pl::Array& block) {
+    return pl::pallas_call(kernel,
+                           pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                        .out_specs = {pl::BlockSpec(pl::ANY)},
+                                        .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}},
+                           pl::ShapeDtype(block.shape(), block.dtype()))(block);
+  };
+  return pl::shard_map(f, mesh, {pl::P("x")}, {pl::P("x")})(x);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
+  pl::distributed::initialize({.window_bytes = int64_t{1} << 30});
+  const int rank = pl::process_index();
+  if (pl::process_count() != 2) {
+    if (rank == 0) std::fprintf(stderr, "bench_mpi_put: run it with two processes (mpiexec -n 2)\n");
+    return 2;
+  }
+  // The raw baseline's own window: one block and a semaphore word on each process.
+  const int64_t largest = int64_t{16} << 20;
+  void* base = nullptr;
+  MPI_Win win;
+  MPI_Win_allocate(largest + 64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+  MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+
+  bench::Report report("a remote copy + signal between 2 processes (MPI transport)");
+  for (int64_t bytes : {int64_t{8}, int64_t{1} << 10, int64_t{64} << 10, int64_t{1} << 20, largest}) {
+    const int64_t reps = bytes >= largest ? 4 : bytes >= (int64_t{1} << 20) ? 16 : 256;
+    const pl::Array x = pl::Array::zeros({2, bytes / 4}, pl::f32);  // each device's block: `bytes`
+    std::vector<std::byte> src(static_cast<size_t>(bytes)), dst(static_cast<size_t>(bytes));
+    const std::string size = bytes >= (1 << 20) ? fmt::format("{} MiB", bytes >> 20)
+                             : bytes >= 1024    ? fmt::format("{} KiB", bytes >> 10)
+                                                : fmt::format("{} B", bytes);
+    // Every process takes part in every measurement (shard_maps and the raw puts are collective), in
+    // the same order; the per-copy figure subtracts the empty kernel's time.
+    auto per_copy = [&](const std::function<void(int64_t)>& run) {
+      bench::Stats empty = bench::measure([&] { run(0); }, runs);
+      bench::Stats full = bench::measure([&] { run(reps); }, runs);
+      bench::Stats s;
+      for (size_t i = 0; i < full.seconds.size(); ++i)
+        s.seconds.push_back(std::max(0.0, full.seconds[i] - empty.min()) / static_cast<double>(reps));
+      return s;
+    };
+    // A per-copy row, unless the copies drowned in the launches' noise (a zero time has no ratio).
+    auto add_per_copy = [&](const std::string& name, const bench::Stats& s, const std::string& baseline) {
+      if (s.median() > 0) report.add_time(name, s, "us", baseline);
+      else report.note(name + ": below the noise of an empty launch in this run");
+    };
+    const std::string raw = "raw MPI_Put + flush + MPI_Accumulate + flush, " + size;
+    bench::Stats raw_stats = bench::measure(
+        [&] {
+          MPI_Barrier(MPI_COMM_WORLD);
+          if (rank == 0)
+            for (int64_t r = 0; r < reps; ++r) {
+              MPI_Put(src.data(), static_cast<int>(bytes), MPI_BYTE, 1, 64, static_cast<int>(bytes), MPI_BYTE, win);
+              MPI_Win_flush(1, win);
+              const int64_t add = bytes;
+              MPI_Accumulate(&add, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, MPI_SUM, win);
+              MPI_Win_flush(1, win);
+            }
+          MPI_Barrier(MPI_COMM_WORLD);
+        },
+        runs);
+    for (double& t : raw_stats.seconds) t /= static_cast<double>(reps);
+    report.add_time(raw, raw_stats, "us");
+    report.add_time("memcpy, " + size,
+                    bench::measure([&] { std::memcpy(dst.data(), src.data(), src.size()); }, runs, 1,
+                                   bytes < (1 << 16) ? 256 : 4),
+                    "us", raw);
+    add_per_copy("tessera across processes, " + size, per_copy([&](int64_t n) { ping(x, n); }), raw);
+    // Both devices as threads of this process (each process measures it alone, at the same time).
+    {
+      tessera::rt::Transport* processes = &tessera::rt::process_transport();
+      tessera::rt::set_process_transport(nullptr);
+      add_per_copy("tessera, both devices threads of one process, " + size, per_copy([&](int64_t n) { ping(x, n); }),
+                   raw);
+      tessera::rt::set_process_transport(processes);
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  }
+  report.note("times are per copy (us); ratios read baseline time / this time");
+  report.note("tessera's per-copy time: (a shard_map whose kernel makes the copies - the fastest one whose kernel makes "
+              "none) / copies");
+  report.note("processes: 2 on one host (shared memory); the machine was shared while measuring");
+  MPI_Win_unlock_all(win);
+  MPI_Win_free(&win);
+  if (rank == 0) {
+    report.print();
+    bench::write_json(argc, argv, {&report});
+  }
+  return 0;
+}

@@ -1,0 +1,460 @@
+#include "runtime/mpi_transport.h"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <memory>
+#include <thread>
+
+#include "runtime/collective.h"
+#include "runtime/launch.h"
+#include "runtime/memory.h"
+
+namespace tessera::rt::mpi {
+
+namespace {
+
+// ---- the window ------------------------------------------------------------------------------------
+//
+// Each process allocates one window (MPI_Win_allocate), used for one shard_map call at a time and
+// cleared between calls:
+//   word 0           the mailbox's tail: bytes of it senders reserved so far (MPI_Fetch_and_op)
+//   word 1           1 once every device of this process stopped in the current call
+//   words 8..        per collective launch of the call: quiet, sent, consumed (the deadlock protocol)
+//   byte kMailbox..  the mailbox: messages (copies, signals, "ready") other processes put here
+//
+// A message is a header of int64 words, the box's shape and strides, then the data packed row-major.
+// Its first word, the flag, is set last by an atomic MPI_Accumulate: a set flag means the rest landed.
+
+constexpr int64_t kGroups = 256;  // collective launches per shard_map call that have words
+constexpr int64_t kEntryWords = 3;
+enum : int64_t { kQuiet = 0, kSent = 1, kConsumed = 2 };
+constexpr MPI_Aint kTail = 0, kStopped = 8;
+constexpr MPI_Aint entry(int64_t group, int64_t field) { return (8 + group * kEntryWords + field) * 8; }
+constexpr MPI_Aint kMailbox = (entry(kGroups, 0) + 63) / 64 * 64;
+
+enum Kind : int64_t { kPut = 1, kSignal = 2, kReady = 3 };
+enum Header : size_t {
+  hFlag, hSize, hKind, hGroup, hMember, hCore, hFrom,
+  hDstKey, hDstOffset, hExtent, hRecvKey, hRecvOffset, hAmount, hEs, hRank,
+  kHeaderWords
+};
+
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw Fault(fmt::format("{} failed: {}", call, std::string(text, static_cast<size_t>(length))));
+}
+
+class MpiTransport final : public Transport {
+ public:
+  explicit MpiTransport(int64_t window_bytes) : capacity_(window_bytes) {
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    check(MPI_Win_allocate(window_bytes, 1, MPI_INFO_NULL, comm_, &base_, &win_), "MPI_Win_allocate");
+    MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN);
+    std::memset(base_, 0, static_cast<size_t>(window_bytes));
+    // One passive-target epoch for the program's life: every access is then a put or an atomic plus a flush.
+    check(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_), "MPI_Win_lock_all");
+    check(MPI_Barrier(comm_), "MPI_Barrier");
+  }
+  ~MpiTransport() override {
+    MPI_Win_unlock_all(win_);
+    MPI_Win_free(&win_);
+    MPI_Comm_free(&comm_);
+  }
+
+  int process_index() const override { return rank_; }
+  int process_count() const override { return size_; }
+
+  void put(LaunchGroup& group, CoreContext& from, int64_t target, const RemotePut& p, SourceLoc loc) override {
+    if (is_local(group, target)) return threads_transport().put(group, from, target, p, loc);
+    random_delay();
+    const size_t rank = p.shape.size();
+    const size_t data_words = static_cast<size_t>((p.bytes + 7) / 8);
+    // One buffer per thread, reused: a fresh one per copy would pay a page fault per 4 KiB.
+    thread_local std::vector<int64_t> msg;
+    msg.assign(kHeaderWords + 2 * rank + data_words, 0);
+    header(msg, group, kPut, target, &from);
+    msg[hDstKey] = p.dst.key;
+    msg[hDstOffset] = p.dst.offset;
+    msg[hExtent] = p.extent;
+    msg[hRecvKey] = p.recv_sem.key;
+    msg[hRecvOffset] = p.recv_sem.offset;
+    msg[hAmount] = p.bytes;
+    msg[hEs] = p.es;
+    msg[hRank] = static_cast<int64_t>(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      msg[kHeaderWords + d] = p.shape[d];
+      msg[kHeaderWords + rank + d] = p.dst_strides[d];
+    }
+    copy_box(reinterpret_cast<std::byte*>(msg.data() + kHeaderWords + 2 * rank),
+             row_major_strides(Shape(p.shape.begin(), p.shape.end())), p.src, p.src_strides, p.shape, p.es);
+    send(group, owner(group, target), msg);
+  }
+
+  void signal(LaunchGroup& group, CoreContext& from, int64_t target, RemoteAddress sem, int64_t inc,
+              SourceLoc loc) override {
+    if (is_local(group, target)) return threads_transport().signal(group, from, target, sem, inc, loc);
+    random_delay();
+    std::vector<int64_t> msg(kHeaderWords);
+    header(msg, group, kSignal, target, &from);
+    msg[hDstKey] = sem.key;
+    msg[hDstOffset] = sem.offset;
+    msg[hAmount] = inc;
+    send(group, owner(group, target), msg);
+  }
+
+  void idle(LaunchGroup&, std::unique_lock<std::mutex>& lock, std::condition_variable& changed) override {
+    // Deliveries take group locks: the mailbox is drained without this one.
+    lock.unlock();
+    const int delivered = progress();
+    lock.lock();
+    if (delivered == 0) changed.wait_for(lock, std::chrono::microseconds(200));
+  }
+
+  // Every participant here waits or is done. A deadlock needs that of every process, and no message of
+  // the launch in flight. Processes read each other's words at different moments, so one reading could
+  // see a process quiet before it consumed a message and another after: two waves of readings that
+  // agree, all quiet, and as many messages consumed as sent (counted before they are sent) rule that
+  // out, since a quiet process wakes only by consuming a message, which moves its counter. No timeout:
+  // a slow process is not quiet, and then nobody declares anything.
+  bool stuck_everywhere(LaunchGroup& group) override {
+    const int64_t g = group.sequence();
+    if (g >= kGroups) return false;
+    update(rank_, entry(g, kQuiet), 1, MPI_REPLACE);
+    auto wave = [&] {
+      std::vector<std::array<int64_t, 3>> w;
+      for (int r = 0; r < size_; ++r)
+        w.push_back({read(r, kStopped) | read(r, entry(g, kQuiet)), read(r, entry(g, kSent)),
+                     read(r, entry(g, kConsumed))});
+      return w;
+    };
+    const auto first = wave();
+    int64_t sent = 0, consumed = 0;
+    for (const auto& [quiet, s, c] : first) {
+      if (!quiet) return false;
+      sent += s;
+      consumed += c;
+    }
+    return sent == consumed && wave() == first;
+  }
+
+  bool others_ready(LaunchGroup& group) override {
+    const int64_t g = group.sequence();
+    const int64_t members = group.members();
+    // Every participant here is ready: tell every other process that runs devices of the mesh, once.
+    const bool announce = !announced_[static_cast<size_t>(g % kGroups)].exchange(true);
+    int others = 0;
+    for (int r = 0; r < size_; ++r) {
+      const auto [lo, hi] = process_devices(members, r, size_);
+      if (r == rank_ || lo == hi) continue;
+      ++others;
+      if (!announce) continue;
+      std::vector<int64_t> msg(kHeaderWords);
+      header(msg, group, kReady, lo, nullptr);
+      send(group, r, msg);
+    }
+    return ready_[static_cast<size_t>(g % kGroups)].load() >= others;
+  }
+
+  void settled(LaunchGroup& group) override {
+    if (group.sequence() < kGroups) update(rank_, entry(group.sequence(), kQuiet), 1, MPI_REPLACE);
+  }
+
+  void begin_run(MeshRun& run) override {
+    std::lock_guard lock(mailbox_);
+    // The window serves one call at a time: messages name a collective launch of "the" current call.
+    if (run_)
+      throw UserError("a shard_map over processes started while another one runs in this process",
+                      fmt::format("shard_map over {} during one over {}", run.mesh().str(), run_->mesh().str()),
+                      "after pl::distributed::initialize, call shard_map from one host thread at a time (and not "
+                      "inside another shard_map's function)",
+                      {});
+    run_ = &run;
+    all_stopped_ = false;
+  }
+
+  std::optional<std::string> end_run(MeshRun&) override {
+    {
+      std::lock_guard lock(mailbox_);
+      all_stopped_ = true;
+    }
+    update(rank_, kStopped, 1, MPI_REPLACE);
+    // Keep taking what arrives until every process got here: others may still wait for this process's
+    // part of a deadlock verdict, which needs every message consumed.
+    MPI_Request barrier;
+    check(MPI_Ibarrier(comm_, &barrier), "MPI_Ibarrier");
+    for (int done = 0; !done;) {
+      progress();
+      check(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!done) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    while (progress() > 0) {
+    }
+    std::lock_guard lock(mailbox_);
+    progress_locked();  // every sender flushed before the barrier: all of it is here now
+    std::optional<std::string> error = std::move(late_);
+    late_.reset();
+    if (!error && !arrived_.empty())
+      error = fmt::format("{} remote copies or signals reached this process for collective launches none of its "
+                          "devices made",
+                          arrived_.size());
+    // Clear the window for the next call; nobody writes into it before everybody cleared theirs.
+    const int64_t used = std::min<int64_t>(capacity_, kMailbox + cursor_);
+    std::memset(base_, 0, static_cast<size_t>(std::max<int64_t>(used, kMailbox)));
+    MPI_Win_sync(win_);
+    arrived_.clear();
+    cursor_ = 0;
+    run_ = nullptr;
+    for (auto& a : announced_) a = false;
+    for (auto& r : ready_) r = 0;
+    check(MPI_Barrier(comm_), "MPI_Barrier");
+    return error;
+  }
+
+  std::vector<std::string> exchange(std::string mine) override {
+    const int64_t length = static_cast<int64_t>(mine.size());
+    std::vector<int64_t> lengths(static_cast<size_t>(size_));
+    check(MPI_Allgather(&length, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, comm_), "MPI_Allgather");
+    std::vector<int> counts, displacements;
+    int64_t total = 0;
+    for (int64_t l : lengths) {
+      if (total + l > INT32_MAX)
+        throw UserError("the results of a shard_map over processes are too large to gather in one MPI call",
+                        fmt::format("{} bytes in all", total + l),
+                        "return smaller blocks, or gather them in several shard_map calls", {});
+      counts.push_back(static_cast<int>(l));
+      displacements.push_back(static_cast<int>(total));
+      total += l;
+    }
+    std::string all(static_cast<size_t>(total), '\0');
+    check(MPI_Allgatherv(mine.data(), static_cast<int>(length), MPI_BYTE, all.data(), counts.data(),
+                         displacements.data(), MPI_BYTE, comm_),
+          "MPI_Allgatherv");
+    std::vector<std::string> out;
+    for (int r = 0; r < size_; ++r) out.push_back(all.substr(static_cast<size_t>(displacements[r]), lengths[r]));
+    return out;
+  }
+
+ private:
+  int64_t read(int r, MPI_Aint at) {
+    int64_t none = 0, out = 0;
+    check(MPI_Fetch_and_op(&none, &out, MPI_INT64_T, r, at, MPI_NO_OP, win_), "MPI_Fetch_and_op");
+    check(MPI_Win_flush(r, win_), "MPI_Win_flush");
+    return out;
+  }
+  int64_t fetch_add(int r, MPI_Aint at, int64_t value) {
+    int64_t out = 0;
+    check(MPI_Fetch_and_op(&value, &out, MPI_INT64_T, r, at, MPI_SUM, win_), "MPI_Fetch_and_op");
+    check(MPI_Win_flush(r, win_), "MPI_Win_flush");
+    return out;
+  }
+  void update(int r, MPI_Aint at, int64_t value, MPI_Op op) {
+    check(MPI_Accumulate(&value, 1, MPI_INT64_T, r, at, 1, MPI_INT64_T, op, win_), "MPI_Accumulate");
+    check(MPI_Win_flush(r, win_), "MPI_Win_flush");
+  }
+
+  bool is_local(const LaunchGroup& group, int64_t member) const {
+    const auto [lo, hi] = local_devices(group.members());
+    return member >= lo && member < hi;
+  }
+  int owner(const LaunchGroup& group, int64_t member) const {
+    for (int r = 0; r < size_; ++r)
+      if (const auto [lo, hi] = process_devices(group.members(), r, size_); member >= lo && member < hi) return r;
+    return 0;
+  }
+
+  void header(std::vector<int64_t>& msg, const LaunchGroup& group, Kind kind, int64_t target, const CoreContext* from) {
+    msg[hSize] = static_cast<int64_t>(msg.size() * sizeof(int64_t));
+    msg[hKind] = kind;
+    msg[hGroup] = group.sequence();
+    msg[hMember] = target;
+    msg[hCore] = from ? from->seat().core : 0;
+    msg[hFrom] = from ? from->seat().member : 0;
+  }
+
+  // Puts `msg` into process r's mailbox: counted as sent first (so that it is in flight from then on),
+  // a place reserved atomically, the body put, then the flag.
+  void send(const LaunchGroup& group, int r, std::vector<int64_t>& msg) {
+    const int64_t g = group.sequence();
+    if (g >= kGroups)
+      throw Fault(fmt::format("{} is collective launch #{} of its shard_map call: across processes a shard_map call may "
+                              "make at most {}. Split the work over several shard_map calls",
+                              group.scope(), g, kGroups));
+    const int64_t bytes = msg[hSize];
+    update(rank_, entry(g, kSent), 1, MPI_SUM);
+    const int64_t at = fetch_add(r, kTail, bytes);
+    if (kMailbox + at + bytes > capacity_) {
+      update(rank_, entry(g, kSent), -1, MPI_SUM);  // it never leaves
+      throw Fault(fmt::format(
+          "the MPI window of process {} is full: this shard_map call sent it more than {} bytes of remote copies and "
+          "signals. Give pl::distributed::initialize a larger window_bytes, or split the work over several shard_map "
+          "calls",
+          r, capacity_ - kMailbox));
+    }
+    const MPI_Aint place = kMailbox + at;
+    check(MPI_Put(msg.data() + 1, static_cast<int>(bytes - 8), MPI_BYTE, r, place + 8, static_cast<int>(bytes - 8),
+                  MPI_BYTE, win_),
+          "MPI_Put");
+    check(MPI_Win_flush(r, win_), "MPI_Win_flush");
+    update(r, place, 1, MPI_REPLACE);
+  }
+
+  // Takes in what arrived and delivers what it can; returns how many messages it consumed. One thread
+  // drains at a time; the others go back to waiting.
+  int progress() {
+    std::unique_lock lock(mailbox_, std::try_to_lock);
+    if (!lock.owns_lock()) return 0;
+    return progress_locked();
+  }
+
+  int progress_locked() {
+    for (;;) {
+      if (kMailbox + cursor_ + static_cast<int64_t>(kHeaderWords * 8) > capacity_) break;
+      if (read(rank_, kMailbox + cursor_) == 0) break;
+      MPI_Win_sync(win_);
+      // Delivered from where it landed: the window keeps it until the call ends.
+      const auto* m = reinterpret_cast<const int64_t*>(static_cast<const std::byte*>(base_) + kMailbox + cursor_);
+      arrived_.push_back(m);
+      cursor_ += m[hSize];
+    }
+    int consumed = 0;
+    for (auto it = arrived_.begin(); it != arrived_.end();) {
+      if (!deliver(*it)) {
+        ++it;
+        continue;
+      }
+      const int64_t g = (*it)[hGroup];
+      update(rank_, entry(g, kQuiet), 0, MPI_REPLACE);
+      update(rank_, entry(g, kConsumed), 1, MPI_SUM);
+      it = arrived_.erase(it);
+      ++consumed;
+    }
+    return consumed;
+  }
+
+  // Delivers one message; false when its target is not ready yet (it stays in the mailbox).
+  bool deliver(const int64_t* msg) {
+    const int64_t g = msg[hGroup];
+    if (msg[hKind] == kReady) {
+      ++ready_[static_cast<size_t>(g % kGroups)];
+      return true;
+    }
+    const std::shared_ptr<LaunchGroup> group = run_ ? run_->find(g) : nullptr;
+    const Seat seat{msg[hMember], static_cast<int>(msg[hCore])};
+    LaunchGroup::Delivery result = LaunchGroup::Delivery::gone;
+    if (group) {
+      try {
+        result = group->deliver(seat, [&](CoreContext& t) { apply(t, msg); });
+      } catch (const std::exception& e) {
+        if (!late_) late_ = e.what();
+        return true;
+      }
+    } else if (!all_stopped_) {
+      return false;  // its device has not launched it yet
+    }
+    if (result == LaunchGroup::Delivery::not_ready) return false;
+    if (result == LaunchGroup::Delivery::gone && !late_ && run_) {
+      const Mesh& mesh = run_->mesh();
+      late_ = fmt::format(
+          "a remote {} from {} reached {} after that device's instance of collective launch #{} had ended or it had "
+          "stopped: a device may only reach another while that one runs the same kernel. Make the receiver wait for it "
+          "(wait_recv, or semaphore_wait on the signalled semaphore) before its kernel ends",
+          msg[hKind] == kPut ? "copy" : "semaphore_signal", mesh.device_str(msg[hFrom]), mesh.device_str(seat.member), g);
+    }
+    return true;
+  }
+
+  static void apply(CoreContext& t, const int64_t* msg) {
+    if (msg[hKind] == kSignal) {
+      auto* sem = reinterpret_cast<int64_t*>(
+          local_address(t, RemoteAddress{msg[hDstKey], msg[hDstOffset]}, sizeof(int64_t), "the signalled semaphore"));
+      std::atomic_ref<int64_t>(*sem).fetch_add(msg[hAmount]);
+      return;
+    }
+    const size_t rank = static_cast<size_t>(msg[hRank]);
+    const std::span<const int64_t> shape(msg + kHeaderWords, rank);
+    const std::span<const int64_t> strides(msg + kHeaderWords + rank, rank);
+    std::byte* to = local_address(t, RemoteAddress{msg[hDstKey], msg[hDstOffset]}, msg[hExtent],
+                                  "the destination of a remote copy");
+    auto* recv = reinterpret_cast<int64_t*>(
+        local_address(t, RemoteAddress{msg[hRecvKey], msg[hRecvOffset]}, sizeof(int64_t), "the receive semaphore"));
+    copy_box(to, strides, reinterpret_cast<const std::byte*>(msg + kHeaderWords + 2 * rank),
+             row_major_strides(Shape(shape.begin(), shape.end())), shape, msg[hEs]);
+    std::atomic_ref<int64_t>(*recv).fetch_add(msg[hAmount]);
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Win win_ = MPI_WIN_NULL;
+  void* base_ = nullptr;
+  int rank_ = 0, size_ = 1;
+  int64_t capacity_;
+  // The mailbox's reader state, under mailbox_.
+  std::mutex mailbox_;
+  MeshRun* run_ = nullptr;
+  bool all_stopped_ = false;
+  int64_t cursor_ = 0;
+  std::list<const int64_t*> arrived_;  // in the window, not yet delivered
+  std::optional<std::string> late_;          // the first copy or signal that came too late
+  std::array<std::atomic<bool>, kGroups> announced_{};
+  std::array<std::atomic<int>, kGroups> ready_{};
+};
+
+std::unique_ptr<MpiTransport> g_transport;
+bool g_we_initialized = false;
+
+void finalize() {
+  set_process_transport(nullptr);
+  g_transport.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (g_we_initialized && !finalized) MPI_Finalize();
+}
+
+}  // namespace
+
+bool initialized() { return g_transport != nullptr; }
+
+void initialize(const Options& options, SourceLoc loc) {
+  if (options.window_bytes < kMailbox + (int64_t{1} << 16) || options.window_bytes > INT32_MAX)
+    throw UserError("pl::distributed::initialize: window_bytes is out of range",
+                    fmt::format("window_bytes = {}", options.window_bytes),
+                    fmt::format("give between {} and {} bytes (the default is 64 MiB)", kMailbox + (int64_t{1} << 16),
+                                INT32_MAX),
+                    loc);
+  if (g_transport)
+    throw UserError("pl::distributed::initialize was called twice", "a second call",
+                    "call it once, at the start of the program", loc);
+  int already = 0;
+  MPI_Initialized(&already);
+  int provided = 0;
+  if (!already) {
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    g_we_initialized = true;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_MULTIPLE)
+    throw UserError("pl::distributed::initialize needs an MPI with MPI_THREAD_MULTIPLE: every device is a thread that "
+                    "calls MPI",
+                    fmt::format("the MPI library provides thread level {}", provided),
+                    "use an MPI built with thread-multiple support (Open MPI 4 is), or initialise it with "
+                    "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) before calling pl::distributed::initialize",
+                    loc);
+  g_transport = std::make_unique<MpiTransport>(options.window_bytes);
+  set_process_transport(g_transport.get());
+  std::atexit(finalize);
+}
+
+}  // namespace tessera::rt::mpi

@@ -1,0 +1,238 @@
+// Meshes spread over the processes of an mpiexec launch (docs/design.md §4c): the seeds' distributed
+// kernels and the host collectives give bit for bit what the same mesh gives on threads in one
+// process, and a deadlock or a device's failure is reported on every process. CTest runs this
+// executable under `mpiexec -n 2` and `-n 4` (tests/CMakeLists.txt); every process runs every test case.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+
+#include "examples/seed_distributed.h"
+#include "runtime/transport.h"
+#include "tests/support/kernels.h"
+
+using namespace tessera;
+namespace pl = tessera;
+using doctest::Contains;
+
+namespace {
+
+pl::Array iota(pl::Shape shape, float scale = 1.0f) {
+  std::vector<float> v(static_cast<size_t>(num_elements(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = scale * static_cast<float>(i % 1000) - 7.0f;
+  return pl::Array::from_vector(v, shape);
+}
+
+// What `run` gives when every device of the mesh is a thread of this process.
+template <class F>
+auto on_threads(F run) {
+  rt::Transport* processes = &rt::process_transport();
+  rt::set_process_transport(nullptr);
+  struct Restore {
+    rt::Transport* t;
+    ~Restore() { rt::set_process_transport(t); }
+  } restore{processes};
+  return run();
+}
+
+bool same_bits(const pl::Array& a, const pl::Array& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.nbytes())) == 0;
+}
+
+// Runs `run` across the processes and on threads, and checks every device's block bit for bit.
+void check_like_threads(const std::function<pl::ShardedArray()>& run) {
+  const pl::ShardedArray across = run();
+  const pl::ShardedArray threads = on_threads(run);
+  REQUIRE(across.shards().size() == threads.shards().size());
+  for (size_t d = 0; d < across.shards().size(); ++d) {
+    INFO("device " << d);
+    INFO("across processes: " << across.shards()[d].to_string() << "\non threads: " << threads.shards()[d].to_string());
+    CHECK(same_bits(across.shards()[d], threads.shards()[d]));
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("mpi") {
+  TEST_CASE("processes: every process is one of the launch, devices split in contiguous ranges") {
+    CHECK(pl::distributed::is_initialized());
+    REQUIRE(pl::process_count() > 1);
+    CHECK(pl::process_index() < pl::process_count());
+    // Device d of a mesh of 4 runs in process d * count / 4: a shard_map's devices report where they ran.
+    pl::Mesh mesh({4}, {"x"});
+    auto where = pl::shard_map(
+        [](const pl::Array&) { return pl::Array::full({1}, pl::process_index(), pl::i32); }, mesh, {pl::P("x")},
+        {pl::P("x")});
+    const std::vector<int32_t> got = pl::Array(where(pl::Array::zeros({4}, pl::f32))).to_vector<int32_t>();
+    for (int32_t d = 0; d < 4; ++d) {
+      const auto [lo, hi] = rt::process_devices(4, got[d], pl::process_count());
+      CHECK((d >= lo && d < hi));
+    }
+  }
+
+  TEST_CASE("pl::distributed::initialize: a second call and a window out of range are UserErrors") {
+    CHECK_THROWS_WITH_AS(pl::distributed::initialize(), Contains("pl::distributed::initialize was called twice"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(pl::distributed::initialize({.window_bytes = 1024}),
+                         Contains("window_bytes is out of range\n  given: window_bytes = 1024"), UserError);
+  }
+
+  TEST_CASE("remote copies: the seed's ring all-gathers (one way and both ways) as on threads") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      for (bool bidirectional : {false, true}) {
+        INFO("bidirectional: " << bidirectional);
+        pl::Mesh mesh({4, 2}, {"x", "y"});
+        const pl::Array w = iota({32, 16});
+        check_like_threads([&] {
+          return pl::shard_map([&](const pl::Array& b) { return seed::make_ag(b, bidirectional, backend); }, mesh,
+                               {pl::P("x")}, {pl::P()})(w);
+        });
+        // And it is the whole array on every device.
+        const pl::ShardedArray out =
+            pl::shard_map([&](const pl::Array& b) { return seed::make_ag(b, bidirectional, backend); }, mesh,
+                          {pl::P("x")}, {pl::P()})(w);
+        for (const pl::Array& s : out.shards()) CHECK(same_bits(s, w));
+      }
+    });
+  }
+
+  TEST_CASE("distributed matmuls of example 8: all-gather and all-reduce kernels, fused AG + GEMM, host collectives") {
+    // The seed's kernels work on 128-blocks: every device's shards are 128 x 128.
+    const pl::Array inputs = pl::Array::random_normal({256, 256}, pl::bf16, 0);
+    const pl::Array weights = pl::Array::random_normal({256, 128}, pl::bf16, 1);
+    testing::for_each_backend([&](const pl::CallOptions& options) {
+      using F = std::function<pl::Array(const pl::Array&, const pl::Array&)>;
+      const std::vector<std::pair<const char*, F>> variants = {
+          {"xla_matmul_2", seed::xla_matmul_2},
+          {"AG kernel -> GEMM -> AR kernel",
+           [&](const pl::Array& in, const pl::Array& w) { return seed::slow_ag_gemm_ar(in, w, options); }},
+          {"fused AG + GEMM + AR kernel",
+           [&](const pl::Array& in, const pl::Array& w) { return seed::make_ar(seed::fused_ag_gemm(in, w, options), options); }},
+      };
+      const pl::Mesh mesh({2, 2}, {"x", "y"});
+      for (const auto& [what, f] : variants) {
+        INFO(std::string(what));
+        check_like_threads([&] {
+          return pl::shard_map(f, mesh, {pl::P("x", "y"), pl::P("x", pl::None)}, {pl::P("x", pl::None)})(inputs, weights);
+        });
+      }
+    });
+  }
+
+  TEST_CASE("host collectives and signals: psum, ppermute, the barrier semaphore with a collective_id") {
+    pl::Mesh mesh({4}, {"i"});
+    const pl::Array a = iota({8, 6}, 0.25f);
+    check_like_threads([&] { return pl::shard_map([](const pl::Array& b) { return pl::psum(b, "i"); }, mesh, {pl::P("i")}, {pl::P("i")})(a); });
+    check_like_threads([&] {
+      return pl::shard_map([](const pl::Array& b) { return pl::ppermute(b, "i", {{0, 1}, {1, 2}, {2, 3}, {3, 0}}); }, mesh,
+                           {pl::P("i")}, {pl::P("i")})(a);
+    });
+    // With a collective_id (no entry barrier): device d adds d + 1 to the barrier semaphore of device
+    // d + 1 by logical id, waits for what its left neighbour adds, and reports that amount.
+    auto kernel = [](pl::Ref o) {
+      pl::Value me = pl::device_id();
+      pl::Value left = (me + 3) % 4;
+      pl::Ref barrier = pl::get_barrier_semaphore();
+      pl::semaphore_signal(barrier, me + 1, pl::DeviceId((me + 1) % 4), pl::DeviceIdType::LOGICAL);
+      pl::semaphore_wait(barrier, left + 1);
+      o[0] = (left + 1) * 10 + pl::semaphore_read(barrier);
+    };
+    pl::CallOptions with_id;
+    with_id.compiler_params.collective_id = 3;
+    const auto call =
+        pl::pallas_call(kernel, pl::GridSpec{.out_specs = {pl::BlockSpec(pl::SMEM)}}, pl::ShapeDtype({1}, pl::i32), with_id);
+    auto signals = pl::shard_map([&](const pl::Array&) { return call(); }, mesh, {pl::P("i")}, {pl::P("i")});
+    CHECK(pl::Array(signals(pl::Array::zeros({4}, pl::f32))).to_vector<int32_t>() == std::vector<int32_t>{40, 10, 20, 30});
+  }
+
+  TEST_CASE("errors across processes: a deadlock is reported on every process") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({4}, {"x"});
+      // Device 0 signals device 3 once; every device waits for two signals: none ever gets them.
+      const auto call = pl::pallas_call(
+          [](pl::Ref o, pl::Ref sem) {
+            pl::when(pl::axis_index("x") == 0, [&] { pl::semaphore_signal(sem, 1, pl::DeviceId({{"x", 3}})); });
+            pl::semaphore_wait(sem, 2);
+            o() = pl::zeros_like(o);
+          },
+          pl::GridSpec{.scratch_shapes = {pl::SemaphoreType::REGULAR}}, pl::ShapeDtype({1}, pl::f32), backend);
+      auto f = pl::shard_map([&](const pl::Array&) { return call(); }, mesh, {pl::P("x")}, {pl::P("x")});
+      try {
+        f(pl::Array::zeros({4}, pl::f32));
+        FAIL("the deadlock went unreported");
+      } catch (const RuntimeError& e) {
+        // Every process throws the report; the devices of other processes are named as such.
+        const std::string m = e.what();
+        CHECK(m.find("deadlock: nothing can make progress in collective kernel") != std::string::npos);
+        CHECK(m.find("waits or is done in another process") != std::string::npos);
+        CHECK(m.find("holds 0 of 2") != std::string::npos);
+      }
+      // The next shard_map call starts clean.
+      const pl::Array w = iota({16, 4});
+      check_like_threads([&] {
+        return pl::shard_map([&](const pl::Array& b) { return seed::make_ag(b, false, backend); }, mesh, {pl::P("x")},
+                             {pl::P()})(w);
+      });
+    });
+  }
+
+  TEST_CASE("errors across processes: one device's failure is every process's, not a hang") {
+    pl::Mesh mesh({4}, {"i"});
+    // Device 1 gives up before its kernel; the others wait for its signal in theirs.
+    auto f = pl::shard_map(
+        [&](const pl::Array& block) {
+          if (pl::host_axis_index("i") == 1) throw std::runtime_error("device 1 gave up");
+          return pl::pallas_call(
+              [](pl::Ref, pl::Ref o, pl::Ref sem) {
+                pl::semaphore_signal(sem, 1, pl::DeviceId({(pl::axis_index("i") + 1) % 4}));
+                pl::semaphore_wait(sem);
+                o() = pl::zeros_like(o);
+              },
+              pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .scratch_shapes = {pl::SemaphoreType::REGULAR}},
+              pl::ShapeDtype({1}, pl::f32))(block);
+        },
+        mesh, {pl::P("i")}, {pl::P("i")});
+    CHECK_THROWS_WITH_AS(f(pl::Array::zeros({4}, pl::f32)), Contains("device 1 gave up"), std::runtime_error);
+
+    // A fault in a kernel (a device id off the mesh) on device 2 only.
+    auto bad = pl::shard_map(
+        [&](const pl::Array& block) {
+          return pl::pallas_call(
+              [](pl::Ref in, pl::Ref o, pl::Ref send, pl::Ref recv) {
+                pl::Value me = pl::axis_index("i");
+                pl::Value to = pl::where(me == 2, me + 5, (me + 1) % 4);
+                auto copy = pl::make_async_remote_copy(in, o, send, recv, pl::DeviceId({to}));
+                copy.start();
+                copy.wait();
+              },
+              pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                           .out_specs = {pl::BlockSpec(pl::ANY)},
+                           .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}},
+              pl::ShapeDtype({1}, pl::f32))(block);
+        },
+        mesh, {pl::P("i")}, {pl::P("i")});
+    CHECK_THROWS_WITH_AS(bad(pl::Array::zeros({4}, pl::f32)), Contains("device (7) is outside Mesh('i': 4)"),
+                         RuntimeError);
+  }
+}
+
+TEST_SUITE("mpi") {
+  TEST_CASE("errors across processes: a shard_map inside another one's function is a UserError on every process") {
+    pl::Mesh mesh({2}, {"x"});
+    auto inner = pl::shard_map([](const pl::Array& b) { return b; }, mesh, {pl::P("x")}, {pl::P("x")});
+    auto outer = pl::shard_map([&](const pl::Array& b) { return pl::Array(inner(b)); }, mesh, {pl::P("x")}, {pl::P("x")});
+    CHECK_THROWS_WITH_AS(outer(pl::Array::zeros({4}, pl::f32)),
+                         Contains("a shard_map over processes started while another one runs in this process"),
+                         std::runtime_error);
+  }
+}
+
+int main(int argc, char** argv) {
+  pl::distributed::initialize();
+  doctest::Context context(argc, argv);
+  return context.run();
+}
