@@ -37,7 +37,7 @@ BlockGrads block_grads(const Problem& pb, const std::optional<SegmentRefs>& seg,
 }
 
 Value row_dot(const Ref& o, const Ref& dout) {
-  return (o().astype(DType::f32) * dout().astype(DType::f32)).sum(1, /*keepdims=*/true);
+  return detail::row_sum(o().astype(DType::f32) * dout().astype(DType::f32));
 }
 
 // Grid (batch, heads, kv block j, q block i), i arbitrary: dk and dv of kv block j summed in f32

@@ -24,11 +24,11 @@ void forward_kernel(const Problem& p, const std::optional<SegmentRefs>& seg, Ref
   auto step = [&] {
     Value s = detail::block_logits(p, q(), k(), qi, kj, seg);
     Value m_prev = m();
-    Value m_next = maximum(m_prev, s.max(1, /*keepdims=*/true));
+    Value m_next = maximum(m_prev, detail::row_max(s));
     Value pr = exp(s - m_next);
     // What the sums so far are worth at the new max (0 on the first block: m_prev is -inf).
     Value alpha = exp(m_prev - m_next);
-    l() = alpha * l() + pr.sum(1, /*keepdims=*/true);
+    l() = alpha * l() + detail::row_sum(pr);
     m() = m_next;
     acc() *= alpha;
     // p in the operands' dtype, as Pallas feeds the MXU: bf16 inputs take the bf16 dot.
