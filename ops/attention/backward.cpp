@@ -92,9 +92,15 @@ std::vector<BlockSpec> operand_specs(const Problem& p, const detail::BlockOf& q_
   return specs;
 }
 
-CostEstimate backward_cost(const Problem& p, int dots) {
+// `dots` bq x bk x head_dim dots per step, one exp per logit; bytes: the q-side operands (q, o,
+// dout, lse) and the kv-side ones (k, v) as often as the grid reads them, and the outputs once.
+CostEstimate backward_cost(const Problem& p, bool dkv) {
   const int64_t pairs = p.batch * p.heads * p.seq_q * p.seq_k / (p.causal ? 2 : 1);
-  return CostEstimate{.flops = 2 * dots * pairs * p.head_dim, .transcendentals = pairs, .bytes_accessed = 0};
+  const int64_t elem = dtype_size(p.dtype), q_side = p.batch * p.heads * p.seq_q * (3 * p.head_dim * elem + 4),
+                kv_side = 2 * p.batch * p.heads * p.seq_k * p.head_dim * elem;
+  const int64_t bytes = dkv ? q_side * p.k_blocks() + 2 * kv_side
+                            : kv_side * p.q_blocks() + q_side + p.batch * p.heads * p.seq_q * p.head_dim * elem;
+  return CostEstimate{.flops = 2 * (dkv ? 4 : 3) * pairs * p.head_dim, .transcendentals = pairs, .bytes_accessed = bytes};
 }
 
 }  // namespace
@@ -134,7 +140,7 @@ Gradients flash_attention_bwd(const Array& q, const Array& k, const Array& v, co
           dkv_kernel(pk, seg, BwdRefs{r[0], r[1], r[2], r[3], r[4], r[5]}, r[6], r[7], r[8], r[9]);
         },
         dkv_spec, {ShapeDtype(k.shape(), k.dtype()), ShapeDtype(v.shape(), v.dtype())},
-        detail::call_options(opt, "flash_attention_dkv", backward_cost(pk, 4)), loc);
+        detail::call_options(opt, "flash_attention_dkv", backward_cost(pk, /*dkv=*/true)), loc);
   })(args, loc);
 
   // dq: grid (b, h, q block, kv block), the forward's.
@@ -153,7 +159,7 @@ Gradients flash_attention_bwd(const Array& q, const Array& k, const Array& v, co
         [pq](const std::optional<SegmentRefs>& seg, const std::vector<Ref>& r) {
           dq_kernel(pq, seg, BwdRefs{r[0], r[1], r[2], r[3], r[4], r[5]}, r[6], r[7], r[8]);
         },
-        dq_spec, {ShapeDtype(q.shape(), q.dtype())}, detail::call_options(opt, "flash_attention_dq", backward_cost(pq, 3)),
+        dq_spec, {ShapeDtype(q.shape(), q.dtype())}, detail::call_options(opt, "flash_attention_dq", backward_cost(pq, /*dkv=*/false)),
         loc);
   })(args, loc);
   return Gradients{dq.at(0), dkv.at(0), dkv.at(1)};
