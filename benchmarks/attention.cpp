@@ -8,7 +8,9 @@
 // that is what a plain implementation does, and flash attention's saving.
 //
 //   attention [--json FILE] [--runs N] [--seqs 2048,4096] [--dims 64,128] [--bq N] [--bk N]
-//             [--only-tessera]   (tessera's calls alone, 1 thread: a run to profile with perf)
+//             [--backward]       (also dq, dk, dv against the plain backward: dv = P^T dout,
+//                                 dP = dout v^T, dS = P (dP - rowsum(dout o)) scale, dq = dS k, dk = dS^T q)
+//             [--only-tessera]   (tessera's forward alone, 1 thread: a run to profile with perf)
 #include <tessera/attention.hpp>
 
 #include <cblas.h>
@@ -27,26 +29,65 @@ namespace fa = tessera::attention;
 
 namespace {
 
-// The plain attention of one call: per (batch, head) S in a seq x seq buffer.
+// C (m x n) = op(A) op(B), row-major, op transposing when asked; lda / ldb as stored.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float* c) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f,
+              c, static_cast<int>(n));
+}
+
+// fn(lo, hi) over rows [0, n) cut into `threads` contiguous ranges, one thread each.
+void parallel_rows(int64_t n, int threads, const std::function<void(int64_t, int64_t)>& fn) {
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(fn, n * t / threads, n * (t + 1) / threads);
+  fn(0, n / threads);
+  for (std::thread& t : pool) t.join();
+}
+
+// The plain attention of one call: per (batch, head) P in a seq x seq buffer (and dP for the
+// backward).
 class PlainAttention {
  public:
-  PlainAttention(int64_t seq, int64_t d) : seq_(seq), d_(d), s_(static_cast<size_t>(seq * seq)) {}
+  PlainAttention(int64_t seq, int64_t d, bool backward)
+      : seq_(seq), d_(d), s_(static_cast<size_t>(seq * seq)), dp_(backward ? s_.size() : 0) {}
 
-  void run(const float* q, const float* k, const float* v, float* o, int64_t bh, float scale, bool causal,
-           int threads) {
+  void forward(const float* q, const float* k, const float* v, float* o, int64_t bh, float scale, bool causal,
+               int threads) {
     for (int64_t i = 0; i < bh; ++i) {
       const int64_t off = i * seq_ * d_;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(seq_), static_cast<int>(seq_),
-                  static_cast<int>(d_), 1.0f, q + off, static_cast<int>(d_), k + off, static_cast<int>(d_), 0.0f,
-                  s_.data(), static_cast<int>(seq_));
-      softmax_rows(scale, causal, threads);
-      bench::sgemm(s_.data(), v + off, o + off, seq_, seq_, d_);
+      probabilities(q + off, k + off, scale, causal, threads);
+      gemm(false, false, seq_, d_, seq_, s_.data(), seq_, v + off, d_, o + off);
+    }
+  }
+
+  // dv = P^T dout, dP = dout v^T, dS = P (dP - rowsum(dout o)) scale, dq = dS k, dk = dS^T q.
+  void backward(const float* q, const float* k, const float* v, const float* o, const float* dout, float* dq,
+                float* dk, float* dv, int64_t bh, float scale, bool causal, int threads) {
+    for (int64_t i = 0; i < bh; ++i) {
+      const int64_t off = i * seq_ * d_;
+      probabilities(q + off, k + off, scale, causal, threads);
+      gemm(true, false, seq_, d_, seq_, s_.data(), seq_, dout + off, d_, dv + off);
+      gemm(false, true, seq_, seq_, d_, dout + off, d_, v + off, d_, dp_.data());
+      parallel_rows(seq_, threads, [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          float di = 0;
+          for (int64_t c = 0; c < d_; ++c) di += dout[off + r * d_ + c] * o[off + r * d_ + c];
+          float* p = s_.data() + r * seq_;
+          const float* dp = dp_.data() + r * seq_;
+          for (int64_t c = 0; c < seq_; ++c) p[c] = p[c] * (dp[c] - di) * scale;
+        }
+      });
+      gemm(false, false, seq_, d_, seq_, s_.data(), seq_, k + off, d_, dq + off);
+      gemm(true, false, seq_, d_, seq_, s_.data(), seq_, q + off, d_, dk + off);
     }
   }
 
  private:
-  void softmax_rows(float scale, bool causal, int threads) {
-    auto rows = [&](int64_t lo, int64_t hi) {
+  // s_ = softmax(mask(q k^T * scale)) by rows.
+  void probabilities(const float* q, const float* k, float scale, bool causal, int threads) {
+    gemm(false, true, seq_, seq_, d_, q, d_, k, d_, s_.data());
+    parallel_rows(seq_, threads, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         float* row = s_.data() + r * seq_;
         const int64_t n = causal ? r + 1 : seq_;
@@ -58,15 +99,11 @@ class PlainAttention {
         for (int64_t c = 0; c < n; ++c) row[c] *= inv;
         for (int64_t c = n; c < seq_; ++c) row[c] = 0;
       }
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(rows, seq_ * t / threads, seq_ * (t + 1) / threads);
-    rows(0, seq_ / threads);
-    for (std::thread& t : pool) t.join();
+    });
   }
 
   int64_t seq_, d_;
-  std::vector<float> s_;
+  std::vector<float> s_, dp_;
 };
 
 std::vector<int64_t> int_list(const std::string& text) {
@@ -83,6 +120,7 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> seqs = int_list(bench::arg(argc, argv, "--seqs", "2048,4096,8192"));
   const std::vector<int64_t> dims = int_list(bench::arg(argc, argv, "--dims", "64,128"));
   const bool only_tessera = bench::has_flag(argc, argv, "--only-tessera");
+  const bool backward = bench::has_flag(argc, argv, "--backward");
   const int64_t bq = std::stoll(bench::arg(argc, argv, "--bq", "128")), bk = std::stoll(bench::arg(argc, argv, "--bk", "128"));
 
   std::string model = "unknown";
@@ -109,7 +147,9 @@ int main(int argc, char** argv) {
                       v = pl::Array::random_normal(shape, pl::f32, 3);
       const pl::Array q16 = q.astype(pl::bf16), k16 = k.astype(pl::bf16), v16 = v.astype(pl::bf16);
       std::vector<float> o(static_cast<size_t>(heads * seq * d));
-      PlainAttention plain(seq, d);
+      PlainAttention plain(seq, d, backward);
+      const pl::Array dout = pl::Array::random_normal(shape, pl::f32, 4), dout16 = dout.astype(pl::bf16);
+      std::vector<float> dq(o.size()), dk(o.size()), dv(o.size());
       const float scale = 1.0f / std::sqrt(static_cast<float>(d));
       for (bool causal : {false, true}) {
         const fa::FlashOptions opt{.causal = causal, .sm_scale = scale, .block_sizes = {.block_q = bq, .block_k = bk}};
@@ -131,17 +171,34 @@ int main(int argc, char** argv) {
           pl::set_num_threads(threads);
           const std::string base = "plain sgemm + softmax loop f32, " + t;
           r.add_rate(base, bench::measure([&] {
-                       plain.run(q.data_as<float>(), k.data_as<float>(), v.data_as<float>(), o.data(), heads, scale,
-                                 causal, threads);
+                       plain.forward(q.data_as<float>(), k.data_as<float>(), v.data_as<float>(), o.data(), heads, scale,
+                                     causal, threads);
                      }, runs),
                      flops, 1e-9, "GFLOP/s");
           r.add_rate("tessera flash f32, " + t, bench::measure([&] { fa::flash_attention(q, k, v, opt); }, runs), flops,
                      1e-9, "GFLOP/s", base);
           r.add_rate("tessera flash bf16, " + t, bench::measure([&] { fa::flash_attention(q16, k16, v16, opt); }, runs),
                      flops, 1e-9, "GFLOP/s", base);
+          if (!backward) continue;
+          // The backward: the reference's five seq x seq x head_dim matmuls (S again, dv, dP, dq, dk).
+          const double bwd_flops = 10.0 * heads * seq * seq * d;
+          const std::string bwd_base = "backward: plain sgemm + loops f32, " + t;
+          r.add_rate(bwd_base, bench::measure([&] {
+                       plain.backward(q.data_as<float>(), k.data_as<float>(), v.data_as<float>(), o.data(),
+                                      dout.data_as<float>(), dq.data(), dk.data(), dv.data(), heads, scale, causal, threads);
+                     }, runs),
+                     bwd_flops, 1e-9, "GFLOP/s");
+          for (const pl::Array* x : {&q, &q16}) {
+            const bool bf16 = x == &q16;
+            const pl::Array &kk = bf16 ? k16 : k, &vv = bf16 ? v16 : v, &dd = bf16 ? dout16 : dout;
+            const fa::Forward f = fa::flash_attention_with_lse(*x, kk, vv, opt);
+            r.add_rate(fmt::format("backward: tessera flash {}, {}", pl::dtype_name(x->dtype()), t),
+                       bench::measure([&] { fa::flash_attention_bwd(*x, kk, vv, f.o, f.lse, dd, opt); }, runs),
+                       bwd_flops, 1e-9, "GFLOP/s", bwd_base);
+          }
         }
       }
-      r.note("GFLOP/s count 4 seq^2 head_dim per head for every row, causal too (the reference's work)");
+      r.note("GFLOP/s count 4 seq^2 head_dim per head (backward: 10) for every row, causal too (the reference's work)");
       r.note("the machine was shared with other builds while measuring: compare medians");
       pl::set_num_threads(0);
       r.print();
