@@ -36,12 +36,12 @@ TEST_SUITE("dsl") {
   TEST_CASE("first failure: an out-of-bounds read on one device before a barrier is the error, every time") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       pl::Mesh mesh({4}, {"i"});
-      int line = 0;
+      // The line the error names; each device traces the kernel on its own thread, so it is fixed here.
+      const int line = __LINE__ + 5;
       auto kernel = [&](pl::Ref x, pl::Ref o) {
         const int64_t n = pl::axis_size("i");
         pl::Value me = pl::axis_index("i");
         // Device 2 reads past its block; the others are fine.
-        line = __LINE__ + 1;
         o() = x(pl::ds(pl::where(me == 2, 4, 0), 4));
         pl::Ref barrier = pl::get_barrier_semaphore();
         pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + 1) % n}));
@@ -70,13 +70,13 @@ TEST_SUITE("dsl") {
   TEST_CASE("first failure: a signal to a device outside the mesh is the error, not the deadlock it leaves") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       pl::Mesh mesh({4}, {"i"});
-      int line = 0;
+      // The line the error names; each device traces the kernel on its own thread, so it is fixed here.
+      const int line = __LINE__ + 6;
       auto kernel = [&](pl::Ref o) {
         const int64_t n = pl::axis_size("i");
         pl::Value me = pl::axis_index("i");
         pl::Ref barrier = pl::get_barrier_semaphore();
         // Device 1 addresses device 5 of a mesh of 4 and stops; its neighbours then wait for it forever.
-        line = __LINE__ + 1;
         pl::semaphore_signal(barrier, 1, pl::DeviceId({pl::where(me == 1, 5, (me + 1) % n)}));
         pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + n - 1) % n}));
         pl::semaphore_wait(barrier, 2);
