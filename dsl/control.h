@@ -5,6 +5,7 @@
 //   auto r = pl::cond(c, [&] { return a; }, [&] { return b; });   lax.cond
 //   auto acc = pl::fori_loop(0, n, init, [&](pl::Value i, pl::Value acc) { return acc + i; });
 //   pl::loop(0, n, [&](pl::Value i) { ... });          pl.loop
+//   auto x = pl::while_loop([&](pl::Value x) { return x < 10; }, [&](pl::Value x) { return x + 1; }, init);
 //   pl::debug_print("x = {}", x);
 //
 // A C++ bool or literal condition is applied while tracing (as Python bools are in Pallas).
@@ -35,6 +36,9 @@ std::vector<Value> cond_impl(const Operand& cond, const std::function<std::vecto
 std::vector<Value> for_impl(const Operand& lo, const Operand& hi, int64_t step, const std::vector<Value>& init,
                             const std::function<std::vector<Value>(const Value&, const std::vector<Value>&)>& body,
                             SourceLoc loc, const char* api);
+std::vector<Value> while_impl(const std::vector<Value>& init,
+                              const std::function<Value(const std::vector<Value>&)>& cond,
+                              const std::function<std::vector<Value>(const std::vector<Value>&)>& body, SourceLoc loc);
 void debug_print_impl(const std::string& format, const std::vector<Operand>& args, SourceLoc loc);
 
 // Normalises what a branch returns: nothing, one Value, or a vector of Values.
@@ -112,6 +116,30 @@ void loop(const Operand& lo, const Operand& hi, F&& body, int64_t step = 1,
         return std::vector<Value>{};
       },
       loc, "pl::loop");
+}
+
+// lax.while_loop(cond_fn, body_fn, init): while cond_fn(carry) (a traced bool scalar) holds, carry =
+// body_fn(carry); returns the final carry. The body keeps each carry's shape and dtype.
+template <class C, class F>
+Value while_loop(C&& cond_fn, F&& body_fn, const Operand& init, std::source_location loc = std::source_location::current()) {
+  static_assert(std::is_invocable_r_v<Value, C&, const Value&> && std::is_invocable_v<F&, const Value&>,
+                "tessera: pl::while_loop(cond_fn, body_fn, init): cond_fn is [&](pl::Value c) { return c < n; }, body_fn "
+                "is [&](pl::Value c) { return ...; }");
+  return detail::while_impl(
+             {init.materialize()}, [&](const std::vector<Value>& c) -> Value { return cond_fn(c[0]); },
+             [&](const std::vector<Value>& c) { return detail::as_values(body_fn(c[0])); }, loc)
+      .at(0);
+}
+// Several carried values: cond_fn and body_fn take (and body_fn returns) a std::vector<pl::Value>.
+template <class C, class F>
+std::vector<Value> while_loop(C&& cond_fn, F&& body_fn, const std::vector<Value>& init,
+                              std::source_location loc = std::source_location::current()) {
+  static_assert(std::is_invocable_r_v<Value, C&, const std::vector<Value>&> &&
+                    std::is_invocable_v<F&, const std::vector<Value>&>,
+                "tessera: pl::while_loop with several carries: cond_fn and body_fn take a std::vector<pl::Value>");
+  return detail::while_impl(
+      init, [&](const std::vector<Value>& c) -> Value { return cond_fn(c); },
+      [&](const std::vector<Value>& c) { return detail::as_values(body_fn(c)); }, loc);
 }
 
 // The format string of debug_print, remembering where it was written.
