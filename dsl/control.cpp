@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace tessera {
 
 using ir::OpKind;
@@ -70,6 +72,14 @@ void check_carry(const std::vector<Value>& init, const std::vector<Value>& yield
     throw UserError(fmt::format("{}: the body returns a carry of another type than the initial one", api),
                     fmt::format("initial {}, returned {}", types_str(init), types_str(yielded)),
                     "return the carry with the initial value's shape and dtype (use .astype to match)", loc);
+}
+
+// pl::switch_: branch k returns what branch 0 does.
+void check_branch(const std::vector<Value>& first, const std::vector<Value>& branch, size_t k, SourceLoc loc) {
+  if (!same_types(first, branch))
+    throw UserError("pl::switch_: the branches return different types",
+                    fmt::format("branch 0 returns {}, branch {} returns {}", types_str(first), k, types_str(branch)),
+                    "return values of the same shapes and dtypes from every branch (use .astype to match)", loc);
 }
 
 // if(c) {then_fn()} else {else_fn()}: traces both branches, lets `check` compare what they return,
@@ -193,6 +203,40 @@ std::vector<Value> while_impl(const std::vector<Value>& init, const std::functio
   std::vector<Value> results;
   for (ir::ValueId v : ctx.builder().function().ops[op].results) results.push_back(Value::wrap(ctx, v));
   return results;
+}
+
+std::vector<Value> switch_impl(const Operand& index, size_t branches, const std::function<std::vector<Value>(size_t)>& branch,
+                               SourceLoc loc) {
+  if (branches == 0)
+    throw UserError("pl::switch_ needs at least one branch", "an empty list of branches",
+                    "pass the branches as {[&](...) { ... }, ...}", loc);
+  // The index is clamped to [0, n) as in JAX: a C++ integer picks its branch while tracing.
+  if (index.is_literal()) {
+    const double k = std::clamp(index.literal().as_double(), 0.0, static_cast<double>(branches - 1));
+    return branch(static_cast<size_t>(k));
+  }
+  Value i = index.materialize();
+  if (!is_int(i.dtype()) || !i.is_scalar())
+    throw UserError("pl::switch_ needs an integer scalar index", detail::describe(i),
+                    "pass an integer, e.g. pl::program_id(0) (cast with .astype(pl::i32))", loc);
+  auto& ctx = TraceContext::current("pl::switch_", loc);
+  // Each branch is checked against branch 0 as soon as it is traced (branch 0 is traced first).
+  std::vector<Value> first;
+  auto checked = [&](size_t k) {
+    std::vector<Value> r = branch(k);
+    if (k == 0) first = r;
+    else check_branch(first, r, k, loc);
+    return r;
+  };
+  auto checked_already = [](const std::vector<Value>&, const std::vector<Value>&) {};
+  // A chain of ifs: index <= 0 takes branch 0, else index <= 1 takes branch 1, ..., else the last.
+  std::function<std::vector<Value>(size_t)> from = [&](size_t k) -> std::vector<Value> {
+    if (k + 1 == branches) return checked(k);
+    Value at_most_k = Operand(i, loc) <= static_cast<int64_t>(k);
+    return traced_if(ctx, at_most_k, "a pl::switch_ branch", [&] { return checked(k); }, [&] { return from(k + 1); },
+                     checked_already, loc);
+  };
+  return from(0);
 }
 
 void debug_print_impl(const std::string& format, const std::vector<Operand>& args, SourceLoc loc) {

@@ -6,6 +6,7 @@
 //   auto acc = pl::fori_loop(0, n, init, [&](pl::Value i, pl::Value acc) { return acc + i; });
 //   pl::loop(0, n, [&](pl::Value i) { ... });          pl.loop
 //   auto x = pl::while_loop([&](pl::Value x) { return x < 10; }, [&](pl::Value x) { return x + 1; }, init);
+//   auto y = pl::switch_(k, {[&](pl::Value v) { return v; }, [&](pl::Value v) { return -v; }}, x);   lax.switch
 //   pl::debug_print("x = {}", x);
 //
 // A C++ bool or literal condition is applied while tracing (as Python bools are in Pallas).
@@ -39,6 +40,8 @@ std::vector<Value> for_impl(const Operand& lo, const Operand& hi, int64_t step, 
 std::vector<Value> while_impl(const std::vector<Value>& init,
                               const std::function<Value(const std::vector<Value>&)>& cond,
                               const std::function<std::vector<Value>(const std::vector<Value>&)>& body, SourceLoc loc);
+std::vector<Value> switch_impl(const Operand& index, size_t branches,
+                               const std::function<std::vector<Value>(size_t)>& branch, SourceLoc loc);
 void debug_print_impl(const std::string& format, const std::vector<Operand>& args, SourceLoc loc);
 
 // Normalises what a branch returns: nothing, one Value, or a vector of Values.
@@ -140,6 +143,36 @@ std::vector<Value> while_loop(C&& cond_fn, F&& body_fn, const std::vector<Value>
   return detail::while_impl(
       init, [&](const std::vector<Value>& c) -> Value { return cond_fn(c); },
       [&](const std::vector<Value>& c) { return detail::as_values(body_fn(c)); }, loc);
+}
+
+namespace detail {
+template <class>
+using ValueParam = const Value&;
+}  // namespace detail
+
+// lax.switch(index, branches, operands...): branches[index](operands...), with the index clamped to
+// [0, number of branches) as in JAX. Every branch returns the same types: a pl::Value (the
+// default), or with switch_<std::vector<pl::Value>> several values, or with switch_<void> nothing.
+template <class R = Value, class... A>
+R switch_(const Operand& index, const std::vector<std::function<R(detail::ValueParam<A>...)>>& branches,
+          const A&... operands) {
+  static_assert((std::is_constructible_v<Operand, const A&> && ...),
+                "tessera: pl::switch_ operands are values: pl::Value, x() of a ref, or numbers");
+  // The operands are computed once, before the branch is chosen.
+  auto run = [&](const auto&... values) {
+    return detail::switch_impl(index, branches.size(), [&](size_t k) {
+      if constexpr (std::is_void_v<R>) {
+        branches[k](values...);
+        return std::vector<Value>{};
+      } else {
+        return detail::as_values(branches[k](values...));
+      }
+    }, index.loc());
+  };
+  std::vector<Value> r = run(Operand(operands).materialize()...);
+  if constexpr (std::is_void_v<R>) return;
+  else if constexpr (std::is_same_v<R, std::vector<Value>>) return r;
+  else return r.at(0);
 }
 
 // The format string of debug_print, remembering where it was written.

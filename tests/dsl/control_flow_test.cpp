@@ -1,4 +1,4 @@
-// The control flow a kernel says beyond when/cond/fori_loop: pl::while_loop.
+// The control flow a kernel says beyond when/cond/fori_loop: pl::while_loop and pl::switch_.
 // Each runs inside a real kernel compiled and interpreted; the two must agree exactly,
 // and both are checked against the same computation done on the host.
 #include <doctest/doctest.h>
@@ -112,10 +112,57 @@ TEST_SUITE("control_flow") {
     }
   }
 
-  TEST_CASE("control_flow: a traced while_loop prints as golden IR that reads back") {
+  TEST_CASE("control_flow: switch_ on program_id chooses the op, the index clamped into range") {
+    auto kernel = [](pl::Ref x, pl::Ref o) {
+      // Programs 0 and 1 take branch 0 (index -1 clamps to 0), 2 and 3 branches 1 and 2, 4 clamps to 2.
+      o() = pl::switch_(pl::program_id(0) - 1,
+                        {[](const pl::Value& v) { return v + 1.0f; }, [](const pl::Value& v) { return v * 2.0f; },
+                         [](const pl::Value& v) { return -v; }},
+                        x());
+    };
+    pl::Array x = pl::Array::arange(20, pl::f32);
+    pl::Array out = both([&](const pl::CallOptions& opts) {
+      return pl::pallas_call(kernel, pl::GridSpec{.grid = {5}, .in_specs = {row_spec(4)}, .out_specs = {row_spec(4)}},
+                             pl::ShapeDtype({20}, pl::f32), opts)(x);
+    });
+    for (int i = 0; i < 20; ++i) {
+      const int branch = std::clamp(i / 4 - 1, 0, 2);
+      const float v = static_cast<float>(i);
+      CHECK(out.at<float>({i}) == (branch == 0 ? v + 1.0f : branch == 1 ? v * 2.0f : -v));
+    }
+  }
+
+  TEST_CASE("control_flow: switch_ with several results, with none, and with a C++ index") {
+    auto kernel = [](pl::Ref x, pl::Ref o) {
+      pl::Value k = pl::program_id(0);
+      std::vector<pl::Value> r = pl::switch_<std::vector<pl::Value>>(
+          k, {[&] { return std::vector<pl::Value>{x(), pl::full({}, 10, pl::i32)}; },
+              [&] { return std::vector<pl::Value>{x() * x(), pl::full({}, 20, pl::i32)}; }});
+      o() = r[0] + r[1].astype(pl::f32);
+      // Side effects only: the second program adds 100 to its first element.
+      pl::switch_<void>(k, {[] {}, [&] { o(0) = o(0) + 100.0f; }});
+      // A C++ index picks its branch while tracing (7 clamps to the last).
+      o(1) = pl::switch_(7, {[&] { return o(1); }, [&] { return o(1) - 0.5f; }});
+    };
+    pl::Array x = pl::Array::arange(8, pl::f32);
+    pl::Array out = both([&](const pl::CallOptions& opts) {
+      return pl::pallas_call(kernel, pl::GridSpec{.grid = {2}, .in_specs = {row_spec(4)}, .out_specs = {row_spec(4)}},
+                             pl::ShapeDtype({8}, pl::f32), opts)(x);
+    });
+    for (int i = 0; i < 8; ++i) {
+      const float v = static_cast<float>(i);
+      float want = i < 4 ? v + 10.0f : v * v + 20.0f;
+      if (i == 4) want += 100.0f;
+      if (i % 4 == 1) want -= 0.5f;
+      CHECK(out.at<float>({i}) == want);
+    }
+  }
+
+  TEST_CASE("control_flow: a traced while_loop and switch_ print as golden IR that reads back") {
     auto kernel = [](pl::Ref x, pl::Ref o) {
       pl::Value n = pl::while_loop([](pl::Value c) { return c < 100.0f; }, [](pl::Value c) { return c * 2.0f; }, x(0));
-      o() = x() + n;
+      o() = pl::switch_(pl::program_id(0), {[](const pl::Value& v) { return v; }, [](const pl::Value& v) { return -v; }},
+                        x() + n);
     };
     auto call = pl::pallas_call(kernel, pl::GridSpec{.grid = {2}, .in_specs = {row_spec(4)}, .out_specs = {row_spec(4)}},
                                 pl::ShapeDtype({8}, pl::f32));
@@ -151,5 +198,26 @@ TEST_SUITE("control_flow") {
                            o() = pl::while_loop([](pl::Value c) { return c.sum(); }, [](pl::Value c) { return c; }, x());
                          }),
                          Contains("pl::while_loop: the condition must return a bool scalar"), UserError);
+    try {
+      trace1([&](pl::Ref x, pl::Ref o) {
+        line = __LINE__ + 1;
+        o() = pl::switch_(x().sum().astype(pl::i32), {[&] { return x(); }, [&] { return x(); }, [&] { return x().astype(pl::i32); }})
+                  .astype(pl::f32);
+      });
+      FAIL("expected a UserError");
+    } catch (const UserError& e) {
+      CHECK(e.problem() == "pl::switch_: the branches return different types");
+      CHECK(e.given() == "branch 0 returns (8xf32), branch 2 returns (8xi32)");
+      CHECK(e.loc().line == static_cast<uint32_t>(line));
+    }
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) {
+                           o() = pl::switch_(x().sum(), {[&] { return x(); }, [&] { return -x(); }});
+                         }),
+                         Contains("pl::switch_ needs an integer scalar index"), UserError);
+    CHECK_THROWS_WITH_AS(trace1([](pl::Ref x, pl::Ref o) {
+                           o() = x();
+                           pl::switch_<void>(x().sum().astype(pl::i32), {});
+                         }),
+                         Contains("pl::switch_ needs at least one branch"), UserError);
   }
 }
