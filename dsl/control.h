@@ -5,6 +5,7 @@
 //   auto r = pl::cond(c, [&] { return a; }, [&] { return b; });   lax.cond
 //   auto acc = pl::fori_loop(0, n, init, [&](pl::Value i, pl::Value acc) { return acc + i; });
 //   pl::loop(0, n, [&](pl::Value i) { ... });          pl.loop
+//   auto c = pl::loop(0, n, [&](pl::Value i, pl::Value c) { return c * 2; }, 1, init);   pl.loop(init_carry=)
 //   auto x = pl::while_loop([&](pl::Value x) { return x < 10; }, [&](pl::Value x) { return x + 1; }, init);
 //   auto y = pl::switch_(k, {[&](pl::Value v) { return v; }, [&](pl::Value v) { return -v; }}, x);   lax.switch
 //   pl::debug_print("x = {}", x);
@@ -119,6 +120,29 @@ void loop(const Operand& lo, const Operand& hi, F&& body, int64_t step = 1,
         return std::vector<Value>{};
       },
       loc, "pl::loop");
+}
+
+// pl.loop with init_carry: body(i, carry) returns the next carry, for i = lo, lo + step, ... < hi;
+// returns the final carry.
+template <class F>
+Value loop(const Operand& lo, const Operand& hi, F&& body, int64_t step, const Operand& init_carry,
+           std::source_location loc = std::source_location::current()) {
+  static_assert(std::is_invocable_v<F&, const Value&, const Value&>,
+                "tessera: pl::loop(lo, hi, body, step, init_carry): body is [&](pl::Value i, pl::Value carry) { return ...; }");
+  return detail::for_impl(
+             lo, hi, step, {init_carry.materialize()},
+             [&](const Value& i, const std::vector<Value>& c) { return detail::as_values(body(i, c[0])); }, loc, "pl::loop")
+      .at(0);
+}
+// Several carried values: body(i, carry) takes and returns a std::vector<pl::Value>.
+template <class F>
+std::vector<Value> loop(const Operand& lo, const Operand& hi, F&& body, int64_t step, const std::vector<Value>& init_carry,
+                        std::source_location loc = std::source_location::current()) {
+  static_assert(std::is_invocable_v<F&, const Value&, const std::vector<Value>&>,
+                "tessera: pl::loop with several carries: body is [&](pl::Value i, std::vector<pl::Value> c) { ... }");
+  return detail::for_impl(lo, hi, step, init_carry,
+                          [&](const Value& i, const std::vector<Value>& c) { return detail::as_values(body(i, c)); },
+                          loc, "pl::loop");
 }
 
 // lax.while_loop(cond_fn, body_fn, init): while cond_fn(carry) (a traced bool scalar) holds, carry =

@@ -1,5 +1,5 @@
-// The control flow a kernel says beyond when/cond/fori_loop: pl::while_loop and pl::switch_.
-// Each runs inside a real kernel compiled and interpreted; the two must agree exactly,
+// The control flow a kernel says beyond when/cond/fori_loop: pl::while_loop, pl::switch_ and pl::loop
+// with a carry. Each runs inside a real kernel compiled and interpreted; the two must agree exactly,
 // and both are checked against the same computation done on the host.
 #include <doctest/doctest.h>
 
@@ -156,6 +156,26 @@ TEST_SUITE("control_flow") {
       if (i % 4 == 1) want -= 0.5f;
       CHECK(out.at<float>({i}) == want);
     }
+  }
+
+  TEST_CASE("control_flow: loop with init_carry steps through the range carrying a value") {
+    auto kernel = [](pl::Ref x, pl::Ref o) {
+      // Every other element of the block, summed from lo = 1: x[1] + x[3] + x[5] + x[7].
+      pl::Value s = pl::loop(1, 8, [&](pl::Value i, pl::Value acc) { return acc + x(i); }, 2, pl::zeros({}, pl::f32));
+      std::vector<pl::Value> two = pl::loop(
+          0, 6, [&](pl::Value i, const std::vector<pl::Value>& c) { return std::vector<pl::Value>{c[0] + i, c[1] * 2}; }, 3,
+          {pl::zeros({}, pl::i32), pl::ones({}, pl::i32)});
+      o() = x() * 0.0f + s + (two[0] * 100 + two[1]).astype(pl::f32);
+    };
+    pl::Array x = pl::Array::arange(8, pl::f32);
+    pl::Array out = both([&](const pl::CallOptions& opts) {
+      return pl::pallas_call(kernel, pl::GridSpec{}, pl::ShapeDtype({8}, pl::f32), opts)(x);
+    });
+    float s = 0;
+    for (int i = 1; i < 8; i += 2) s += static_cast<float>(i);
+    int sum = 0, prod = 1;
+    for (int i = 0; i < 6; i += 3) sum += i, prod *= 2;
+    for (int i = 0; i < 8; ++i) CHECK(out.at<float>({i}) == s + static_cast<float>(sum * 100 + prod));
   }
 
   TEST_CASE("control_flow: a traced while_loop and switch_ print as golden IR that reads back") {
