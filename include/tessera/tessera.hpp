@@ -20,6 +20,7 @@
 #include "dsl/profile.h"
 #include "dsl/ref.h"
 #include "dsl/run_scoped.h"
+#include "dsl/scans.h"
 #include "dsl/semaphores.h"
 #include "dsl/shard_map.h"
 #include "dsl/specs.h"
