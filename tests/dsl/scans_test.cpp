@@ -102,5 +102,7 @@ TEST_SUITE("scans") {
                          Contains("pl::argmax needs a numeric block"), UserError);
     CHECK_THROWS_WITH_AS(run([](pl::Ref x, pl::Ref o) { o() = pl::full({8}, pl::argmin(x() > 0.0f, 0), pl::i32); }),
                          Contains("pl::argmin needs a numeric block"), UserError);
+    CHECK_THROWS_WITH_AS(run([](pl::Ref, pl::Ref o) { o() = pl::full({8}, pl::argmax(pl::zeros({0}, pl::f32), 0), pl::i32); }),
+                         Contains("pl::argmax of an empty axis"), UserError);
   }
 }
