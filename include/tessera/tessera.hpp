@@ -22,6 +22,7 @@
 #include "dsl/races.h"
 #include "dsl/ref.h"
 #include "dsl/run_scoped.h"
+#include "dsl/scans.h"
 #include "dsl/semaphores.h"
 #include "dsl/shard_map.h"
 #include "dsl/specs.h"

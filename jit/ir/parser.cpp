@@ -352,6 +352,24 @@ class Parser {
     fn_.regions[r].ops.push_back(id);
   }
 
+  // A loop's carried values "(%a: T = %init, ...)": the inits become operands of `loop`; returns the
+  // arguments' names and types, defined by the caller once the results are.
+  std::vector<std::pair<std::string, Type>> carried_values(Op& loop) {
+    std::vector<std::pair<std::string, Type>> carried;
+    expect("(");
+    if (accept(")")) return carried;
+    do {
+      std::string name = value_name();
+      expect(":");
+      Type t = type();
+      expect("=");
+      loop.operands.push_back(use());
+      carried.emplace_back(std::move(name), std::move(t));
+    } while (accept(","));
+    expect(")");
+    return carried;
+  }
+
   // ---- ops ----------------------------------------------------------------------------------------
 
   void op(RegionId parent) {
@@ -525,18 +543,7 @@ class Parser {
         expect("step");
         self().operands.push_back(use());
         std::vector<std::pair<std::string, Type>> carried;
-        if (accept("iter")) {
-          expect("(");
-          do {
-            std::string name = value_name();
-            expect(":");
-            Type t = type();
-            expect("=");
-            self().operands.push_back(use());
-            carried.emplace_back(std::move(name), std::move(t));
-          } while (accept(","));
-          expect(")");
-        }
+        if (accept("iter")) carried = carried_values(self());
         std::vector<Type> ts;
         for (const auto& c : carried) ts.push_back(c.second);
         add_results(ts);
@@ -547,6 +554,25 @@ class Parser {
         end_line(&self());
         braced_region(body);
         add_implied_yield(body);
+        return;
+      }
+      case OpKind::While: {
+        // while (%a: T = %init, ...) { condition } do (%b: T, ...) { body }
+        const RegionId cond = new_region(id);
+        self().regions = {cond};
+        std::vector<std::pair<std::string, Type>> carried = carried_values(self());
+        std::vector<Type> ts;
+        for (const auto& c : carried) ts.push_back(c.second);
+        add_results(ts);
+        // The printer numbers the results before the condition's arguments.
+        for (auto& c : carried) fn_.regions[cond].args.push_back(define(c.first, std::move(c.second), kNone, cond));
+        expect("{");
+        end_line(&self());
+        region_body(cond);
+        expect("}");
+        expect("do");
+        region_with_args(id, /*implied_yield=*/true);
+        add_implied_yield(cond);
         return;
       }
       case OpKind::Pipeline: {

@@ -158,7 +158,8 @@ class Printer {
     const Op& o = fn_.ops[id];
     indent(depth);
     std::string results;
-    if (!o.results.empty() && o.kind != OpKind::For && o.kind != OpKind::If) {
+    if (!o.results.empty() && o.kind != OpKind::For && o.kind != OpKind::If &&
+        o.kind != OpKind::While) {
       std::vector<std::string> rs;
       for (ValueId v : o.results) rs.push_back(def(v));
       results = fmt::format("{} = ", fmt::join(rs, ", "));
@@ -247,6 +248,25 @@ class Printer {
         out_ += " {";
         end_line(o);
         region_body(o.regions[0], depth + 1);
+        indent(depth);
+        out_ += "}\n";
+        return;
+      }
+      case OpKind::While: {
+        // %r = while (%a: T = %init, ...) { condition } do (%b: T, ...) { body }
+        std::vector<std::string> rs;
+        for (ValueId v : o.results) rs.push_back(def(v));
+        if (!rs.empty()) out_ += fmt::format("{} = ", fmt::join(rs, ", "));
+        const Region& cond = fn_.regions[o.regions[0]];
+        std::vector<std::string> it;
+        for (size_t i = 0; i < o.operands.size(); ++i)
+          it.push_back(fmt::format("{}: {} = {}", def(cond.args[i]), type_str(fn_.type(cond.args[i])), use(o.operands[i])));
+        out_ += fmt::format("while ({}) {{", fmt::join(it, ", "));
+        end_line(o);
+        region_body(o.regions[0], depth + 1);
+        indent(depth);
+        out_ += fmt::format("}} do {} {{\n", region_args(o.regions[1]));
+        region_body(o.regions[1], depth + 1);
         indent(depth);
         out_ += "}\n";
         return;

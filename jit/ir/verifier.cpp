@@ -389,6 +389,26 @@ class Verifier {
         }
         return;
       }
+      case OpKind::While: {
+        check(o.regions.size() == 2, id, "while has a condition and a body region");
+        const size_t carried = o.operands.size();
+        check(o.results.size() == carried, id, "one result per carried value");
+        for (RegionId r : o.regions) {
+          const Region& region = fn_.regions[r];
+          check(region.args.size() == carried, id, "the condition and the body take the carried values");
+          for (size_t i = 0; i < carried; ++i)
+            check(t(region.args[i]) == t(o.operands[i]) && result(i) == t(o.operands[i]), id,
+                  "carried value types must agree");
+        }
+        const Op* c = yield_of(o.regions[0]);
+        check(c && c->operands.size() == 1 && t(c->operands[0]) == Type::scalar(DType::i1), id,
+              "the condition must yield one i1 scalar");
+        const Op* y = yield_of(o.regions[1]);
+        check(y && y->operands.size() == carried, id, "body must yield the carried values");
+        for (size_t i = 0; i < carried; ++i)
+          check(t(y->operands[i]) == t(o.operands[i]), id, "carried value types must agree");
+        return;
+      }
       case OpKind::Yield:
         check(o.results.empty(), id, "yield has no results");
         return;

@@ -342,6 +342,7 @@ void Emitter::emit_op(ir::OpId id) {
     case OpKind::BlockView: emit_block_view(id); return;
     case OpKind::If: emit_if(op); return;
     case OpKind::For: emit_for(op); return;
+    case OpKind::While: emit_while(op); return;
     case OpKind::Scope: emit_scope(op); return;
     case OpKind::DmaStart: emit_dma_start(id); return;
     case OpKind::DmaWait:

@@ -204,6 +204,16 @@ class Emitter {
   // run_scoped: the body inline; block results are copied out of memory the scope may reuse.
   void emit_scope(const ir::Op& op);
   void emit_for(const ir::Op& op);
+  // lax.while_loop: the condition region in the loop header, the body in the loop.
+  void emit_while(const ir::Op& op);
+  // Carried values of a loop (for, while): scalars in registers, blocks in a buffer each. The
+  // initial values: block inits are copied into their slots (one per init, null for scalars) and
+  // the scalars returned.
+  std::vector<llvm::Value*> carry_in(ir::OperandSpan inits, std::vector<llvm::Value*>& slots);
+  // Binds a region's carried arguments (or the loop's results) to the slots and the scalars in registers.
+  void bind_carried(ir::OperandSpan args, const std::vector<llvm::Value*>& slots, const std::vector<llvm::Value*>& scalars);
+  // At the end of an iteration: the yielded blocks go into their slots; returns the yielded scalars.
+  std::vector<llvm::Value*> carry_out(const std::vector<ValueId>& yielded, const std::vector<llvm::Value*>& slots);
 
   // ---- DMAs, semaphores and devices (codegen_sync.cpp) ----
   // The device operands of a remote op as an i32 array on the stack.

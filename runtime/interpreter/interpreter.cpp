@@ -339,6 +339,18 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       for (size_t i = 0; i < op.results.size(); ++i) env[op.results[i]] = std::move(carried[i]);
       return;
     }
+    case OpKind::While: {
+      std::vector<Value> carried;
+      for (ir::ValueId v : op.operands) carried.push_back(val(v));
+      for (;;) {
+        // A loop that never ends can still be cancelled (a launch that failed elsewhere).
+        if (frame.ctx.launch.cancelled()) throw Cancelled{};
+        if (!tensor(exec_region(frame, op.regions[0], carried)[0]).data_as<bool>()[0]) break;
+        carried = exec_region(frame, op.regions[1], std::move(carried));
+      }
+      for (size_t i = 0; i < op.results.size(); ++i) env[op.results[i]] = std::move(carried[i]);
+      return;
+    }
     case OpKind::GridPoint: {
       if (frame.ctx.launch.cancelled()) throw Cancelled{};
       const bool nested = std::get<int64_t>(op.attr) > 0;

@@ -94,8 +94,23 @@ inline ir::Function kernel_with_every_op() {
     ValueId four = b.create_value(OpKind::Constant, {}, s(DType::i32), Literal::of_int(4), {});
     ValueId one = b.create_value(OpKind::Constant, {}, s(DType::i32), Literal::of_int(1), {});
     OpId fr = b.create(OpKind::For, {zero, four, one, fn.ops[iff].results[0]}, {s(DType::f32)}, {}, {}, {loop});
+    // while with one carried value: doubles the sum until it reaches 100
+    RegionId wcond = b.create_region({s(DType::f32)});
+    {
+      Builder::RegionScope sc(b, wcond);
+      ValueId hundred = b.create_value(OpKind::Constant, {}, s(DType::f32), Literal::of_float(100.0), {});
+      ValueId more = b.create_value(OpKind::Lt, {fn.regions[wcond].args[0], hundred}, s(DType::i1), {}, {});
+      b.create(OpKind::Yield, {more}, {}, {}, {});
+    }
+    RegionId wbody = b.create_region({s(DType::f32)});
+    {
+      Builder::RegionScope sc(b, wbody);
+      ValueId v = fn.regions[wbody].args[0];
+      b.create(OpKind::Yield, {b.create_value(OpKind::Add, {v, v}, s(DType::f32), {}, {})}, {}, {}, {});
+    }
+    OpId wh = b.create(OpKind::While, {fn.ops[fr].results[0]}, {s(DType::f32)}, {}, {}, {wcond, wbody});
     b.create(OpKind::TraceStart, {}, {}, std::string("report"), {});
-    b.create(OpKind::DebugPrint, {fn.ops[fr].results[0], pid}, {}, std::string("sum {} at {}"), {});
+    b.create(OpKind::DebugPrint, {fn.ops[wh].results[0], pid}, {}, std::string("sum {} at {}"), {});
     b.create(OpKind::TraceStop, {}, {}, std::string("report"), {});
   }
   regions.push_back(body);

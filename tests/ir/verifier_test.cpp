@@ -112,3 +112,36 @@ TEST_SUITE("ir") {
     CHECK_THROWS_WITH_AS(verify(fn), doctest::Contains("kernel @k("), InternalError);
   }
 }
+
+namespace {
+// A while over one f32 carry whose condition yields `cond_type` and whose body yields `body_type`.
+Function while_kernel(DType cond_type, DType body_type) {
+  Function fn;
+  Builder b(fn, "k");
+  ValueId x = b.add_param(s(DType::f32));
+  RegionId cond = b.create_region({s(DType::f32)});
+  {
+    Builder::RegionScope scope(b, cond);
+    ValueId c = b.create_value(OpKind::Cast, {fn.regions[cond].args[0]}, s(cond_type), {}, {});
+    b.create(OpKind::Yield, {c}, {}, {}, {});
+  }
+  RegionId body = b.create_region({s(DType::f32)});
+  {
+    Builder::RegionScope scope(b, body);
+    ValueId next = b.create_value(OpKind::Cast, {fn.regions[body].args[0]}, s(body_type), {}, {});
+    b.create(OpKind::Yield, {next}, {}, {}, {});
+  }
+  b.create(OpKind::While, {x}, {s(DType::f32)}, {}, {}, {cond, body});
+  return fn;
+}
+}  // namespace
+
+TEST_SUITE("ir") {
+  TEST_CASE("verifier: a while's condition is one i1 scalar and its body keeps the carried types") {
+    CHECK_NOTHROW(verify(while_kernel(DType::i1, DType::f32)));
+    CHECK_THROWS_WITH_AS(verify(while_kernel(DType::i32, DType::f32)),
+                         doctest::Contains("the condition must yield one i1 scalar"), InternalError);
+    CHECK_THROWS_WITH_AS(verify(while_kernel(DType::i1, DType::bf16)), doctest::Contains("carried value types must agree"),
+                         InternalError);
+  }
+}
