@@ -26,6 +26,12 @@ CallBase::CallBase(std::string_view api, CallOptions& options) {
   name_ = options.name;
   title_ = fmt::format("{} `{}`", api, name_);
   interpreted_ = runs_interpreted(options);
+  // TESSERA_DETECT_RACES: as if the call had asked for detection. Read here, where TESSERA_INTERPRET
+  // is, so both apply to the calls made while they are set.
+  if (interpreted_ && config::detect_races()) {
+    if (!options.interpret) options.interpret.emplace();
+    options.interpret->detect_races = true;
+  }
   checks_ = !interpreted_ && (options.check_against_interpreter || config::check_against_interpreter());
 }
 

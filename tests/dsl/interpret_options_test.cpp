@@ -1,17 +1,41 @@
 // Pallas's interpret options beyond the defaults (pl::InterpretParams): the grid point recorder,
-// skipping floating-point work, and exploring schedules of the copies with exact replay.
+// skipping floating-point work, exploring schedules of the copies with exact replay, and
+// TESSERA_DETECT_RACES.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <cmath>
 #include <map>
 #include <regex>
+#include <string>
 #include <utility>
 
+#include "dsl/races.h"
 #include "tests/support/kernels.h"
+#include "tests/support/scoped_env.h"
 
 using namespace tessera;
 namespace pl = tessera;
+
+namespace {
+
+using testing::ScopedEnv;
+
+// Reads a copy's destination before waiting for the copy: a race, which detection reports.
+auto reads_before_wait(const pl::CallOptions& options) {
+  auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sem) {
+    auto copy = pl::make_async_copy(x, buf, sem);
+    copy.start();
+    o() = buf() + 1.0f;
+    copy.wait();
+  };
+  return pl::pallas_call(kernel,
+                         pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                      .scratch_shapes = {pl::VMEM({8}, pl::f32), pl::SemaphoreType::DMA}},
+                         pl::ShapeDtype({8}, pl::f32), options);
+}
+
+}  // namespace
 
 TEST_SUITE("dsl") {
   TEST_CASE("interpret options: the grid point recorder sees every step with its core, in each core's order") {
@@ -149,6 +173,33 @@ TEST_SUITE("dsl") {
     auto mpmd = pl::mpmd_map({{pl::CoreMesh("c", 1), copy}}, pl::ShapeDtype({4}, pl::f32), {}, {.interpret = schedules(4, 0)});
     CHECK_THROWS_WITH_AS(mpmd(pl::Array::zeros({4}, pl::f32)),
                          doctest::Contains("num_schedules explores schedules of a pallas_call; an mpmd_map runs one"),
+                         UserError);
+  }
+
+  TEST_CASE("interpret options: TESSERA_DETECT_RACES=1 turns race detection on for interpreted calls") {
+    const pl::Array x = pl::Array::arange(8, pl::f32);
+    ScopedEnv detect("TESSERA_DETECT_RACES", nullptr);
+    reads_before_wait(testing::interpret())(x);
+    CHECK_FALSE(pl::races_found());
+    detect.set("1");
+    reads_before_wait(testing::interpret())(x);
+    CHECK(pl::races_found());
+    {  // also for calls TESSERA_INTERPRET makes interpreted
+      ScopedEnv interpret("TESSERA_INTERPRET", "1");
+      reads_before_wait({})(x);
+      CHECK(pl::races_found());
+    }
+    // Compiled calls have nothing to detect with: it does not apply to them.
+    reads_before_wait({})(x);
+    CHECK_FALSE(pl::races_found());
+    detect.set("0");
+    reads_before_wait(testing::interpret())(x);
+    CHECK_FALSE(pl::races_found());
+    // A value that is neither on nor off is rejected when an interpreted call is made, naming it.
+    detect.set("maybe");
+    CHECK_THROWS_WITH_AS(reads_before_wait(testing::interpret()),
+                         doctest::Contains("the environment variable TESSERA_DETECT_RACES has a value tessera does not "
+                                           "accept\n  given: TESSERA_DETECT_RACES=maybe"),
                          UserError);
   }
 }
