@@ -121,6 +121,7 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
       io.zero_uninitialized = ip->uninitialized_memory == UninitializedMemory::zero;
       io.skip_floating_point_ops = ip->skip_floating_point_ops;
       io.grid_point_recorder = ip->grid_point_recorder;
+      io.uninitialized_out_of_bounds_reads = ip->out_of_bounds_reads == OutOfBoundsReads::uninitialized;
       exe.checked = rt::CheckedCores{ip->num_cores_or_threads,
                                      ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait
                                                                                          : rt::DmaMode::eager,

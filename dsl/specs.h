@@ -249,6 +249,11 @@ enum class UninitializedMemory { nan, zero };
 // wait sees stale or poisoned data instead of silently working.
 enum class DmaExecutionMode { eager, on_wait };
 
+// What a load through an out-of-bounds slice or index does in the interpreter: fail (raise), or give
+// the poison of memory nobody wrote for the elements outside the ref (uninitialized). Stores and
+// copies out of bounds fail either way.
+enum class OutOfBoundsReads { raise, uninitialized };
+
 // Selects the interpreter and sets its checks (pltpu.InterpretParams).
 struct InterpretParams {
   // Uninitialised memory (scratch, outputs, edge padding) holds NaN / max-int / true, or zeros.
@@ -272,6 +277,9 @@ struct InterpretParams {
   // to the same bytes, at least one a write, that no wait or signal orders are reported (printed to
   // stderr, and pl::races_found() / pl::race_reports() after the call). Results are unchanged.
   bool detect_races = false;
+  // A load whose slice or index reaches past its ref: a RuntimeError (raise), or the in-bounds
+  // elements with the poison of uninitialized_memory elsewhere (uninitialized).
+  OutOfBoundsReads out_of_bounds_reads = OutOfBoundsReads::raise;
 };
 
 // How closely differential mode's compiled and interpreted outputs must agree: finite values within

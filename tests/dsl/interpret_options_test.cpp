@@ -1,10 +1,11 @@
 // Pallas's interpret options beyond the defaults (pl::InterpretParams): the grid point recorder,
-// skipping floating-point work, exploring schedules of the copies with exact replay, and
-// TESSERA_DETECT_RACES.
+// skipping floating-point work, exploring schedules of the copies with exact replay,
+// TESSERA_DETECT_RACES, and out-of-bounds reads giving uninitialised values.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <regex>
 #include <string>
@@ -201,5 +202,93 @@ TEST_SUITE("dsl") {
                          doctest::Contains("the environment variable TESSERA_DETECT_RACES has a value tessera does not "
                                            "accept\n  given: TESSERA_DETECT_RACES=maybe"),
                          UserError);
+  }
+
+  // Interpreted with out_of_bounds_reads = `reads` (and uninitialised memory `memory`).
+  pl::CallOptions out_of_bounds(pl::OutOfBoundsReads reads, pl::UninitializedMemory memory = pl::UninitializedMemory::nan) {
+    pl::InterpretParams p;
+    p.out_of_bounds_reads = reads;
+    p.uninitialized_memory = memory;
+    return testing::interpret(p);
+  }
+
+  // Reads x[program_id + shift : +4] of an 8-element input (the slice is dynamic, so only running it
+  // can tell it is out of bounds).
+  auto shifted_read(int64_t shift, const pl::CallOptions& options) {
+    return pl::pallas_call([shift](pl::Ref x, pl::Ref o) { o() = x(pl::ds(pl::program_id(0) + shift, 4)); },
+                           pl::GridSpec{.grid = {1}}, pl::ShapeDtype({4}, pl::f32), options);
+  }
+
+  TEST_CASE("interpret options: out_of_bounds_reads = raise (the default) fails an out-of-bounds load") {
+    const pl::Array x = pl::Array::arange(8, pl::f32);
+    for (const pl::CallOptions& options : {testing::interpret(), out_of_bounds(pl::OutOfBoundsReads::raise)})
+      CHECK_THROWS_WITH_AS(shifted_read(6, options)(x), doctest::Contains("out-of-bounds slice of `input 0 block`: ds(6, 4)"),
+                           RuntimeError);
+  }
+
+  TEST_CASE("interpret options: out_of_bounds_reads = uninitialized gives poison past the ref, the rest as stored") {
+    const pl::Array x = pl::Array::arange(8, pl::f32);
+    const pl::Array past_end = shifted_read(6, out_of_bounds(pl::OutOfBoundsReads::uninitialized))(x);
+    CHECK(past_end.at<float>({0}) == 6.0f);
+    CHECK(past_end.at<float>({1}) == 7.0f);
+    CHECK(std::isnan(past_end.at<float>({2})));
+    CHECK(std::isnan(past_end.at<float>({3})));
+    // Before the start, and with zeros as the uninitialised value.
+    const pl::Array before = shifted_read(-2, out_of_bounds(pl::OutOfBoundsReads::uninitialized, pl::UninitializedMemory::zero))(x);
+    CHECK(before.to_vector<float>() == std::vector<float>{0.0f, 0.0f, 0.0f, 1.0f});
+    // Wholly outside, in 2-D through a view of a view, an index (squeezed) and integers: max-int.
+    auto kernel = [](pl::Ref x, pl::Ref o) {
+      pl::Value i = pl::program_id(0);
+      o() = x.at(pl::ds(i + 2, 4), pl::ds(0, 3))(pl::ds(0, 4), i + 2);
+    };
+    const pl::Array m = pl::Array::arange(12, pl::i32).reshape({4, 3});
+    const pl::Array got = pl::pallas_call(kernel, pl::GridSpec{.grid = {1}}, pl::ShapeDtype({4}, pl::i32),
+                                          out_of_bounds(pl::OutOfBoundsReads::uninitialized))(m);
+    const int32_t poison = std::numeric_limits<int32_t>::max();
+    CHECK(got.to_vector<int32_t>() == std::vector<int32_t>{8, 11, poison, poison});
+  }
+
+  TEST_CASE("interpret options: out_of_bounds_reads = uninitialized still fails writes out of bounds") {
+    const pl::Array x = pl::Array::arange(8, pl::f32);
+    const pl::CallOptions options = out_of_bounds(pl::OutOfBoundsReads::uninitialized);
+    auto store = pl::pallas_call([](pl::Ref x, pl::Ref o) { o(pl::ds(pl::program_id(0) + 6, 4)) = x(pl::ds(0, 4)); },
+                                 pl::GridSpec{.grid = {1}}, pl::ShapeDtype({8}, pl::f32), options);
+    CHECK_THROWS_WITH_AS(store(x), doctest::Contains("out-of-bounds slice of `output 0 block`: ds(6, 4)"), RuntimeError);
+    // A window both read and written is a write: it fails too, even though the read comes first.
+    auto update = pl::pallas_call(
+        [](pl::Ref x, pl::Ref o) {
+          pl::Ref w = o.at(pl::ds(pl::program_id(0) + 6, 4));
+          o(pl::ds(0, 8)) = x();
+          w() = w() + 1.0f;
+        },
+        pl::GridSpec{.grid = {1}}, pl::ShapeDtype({8}, pl::f32), options);
+    CHECK_THROWS_WITH_AS(update(x), doctest::Contains("out-of-bounds slice of `output 0 block`: ds(6, 4)"), RuntimeError);
+  }
+
+  TEST_CASE("interpret options: an out-of-bounds read is checked for races as a read of its in-bounds part") {
+    // Reads part of a copy's destination before waiting for the copy: a race on the in-bounds part.
+    // Read wholly past the buffer, it touches no memory and races with nothing.
+    auto make = [](int64_t shift) {
+      pl::InterpretParams p;
+      p.out_of_bounds_reads = pl::OutOfBoundsReads::uninitialized;
+      p.detect_races = true;
+      auto kernel = [shift](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sem) {
+        auto copy = pl::make_async_copy(x, buf, sem);
+        copy.start();
+        o() = buf(pl::ds(pl::program_id(0) + shift, 4));
+        copy.wait();
+      };
+      return pl::pallas_call(kernel,
+                             pl::GridSpec{.grid = {1},
+                                          .in_specs = {pl::BlockSpec(pl::ANY)},
+                                          .scratch_shapes = {pl::VMEM({8}, pl::f32), pl::SemaphoreType::DMA}},
+                             pl::ShapeDtype({4}, pl::f32), testing::interpret(p));
+    };
+    const pl::Array x = pl::Array::arange(8, pl::f32);
+    make(6)(x);
+    REQUIRE(pl::races_found());
+    CHECK(pl::race_reports()[0].message.find("read of scratch 0[6:8]") != std::string::npos);
+    make(8)(x);
+    CHECK_FALSE(pl::races_found());
   }
 }
