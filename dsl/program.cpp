@@ -104,8 +104,34 @@ Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k) {
   return Ref::wrap(ctx, v);
 }
 
+namespace {
+
+// pl::run_scoped's ANY/HBM buffers: only the interpreter allocates them, and only when asked to
+// (InterpretParams::allow_hbm_allocation_in_run_scoped), as in Pallas, since a TPU cannot.
+void check_hbm_allocations(const ir::Function& traced, const CallOptions& options, bool interpreted,
+                           const std::string& title) {
+  const bool allowed = interpreted && options.interpret && options.interpret->allow_hbm_allocation_in_run_scoped;
+  if (allowed) return;
+  for (const ir::Op& op : traced.ops) {
+    if (op.kind != ir::OpKind::Alloc) continue;
+    const Type& t = traced.type(op.results[0]);
+    if (!is_dma_only(t.space)) continue;
+    throw UserError(
+        fmt::format("{}: pl::run_scoped allocates `{}` in {}, which only the interpreter can, when asked to", title,
+                    std::get<std::string>(op.attr), t.space == MemorySpace::ANY ? "ANY" : "HBM"),
+        fmt::format("{} of shape {} {} ({})", std::get<std::string>(op.attr), shape_tuple_str(t.shape),
+                    dtype_name(t.dtype), interpreted ? "interpreted without allow_hbm_allocation_in_run_scoped" : "compiled"),
+        "allocate VMEM or SMEM buffers in run_scoped (HBM arrays come in as operands or outputs), or, to try the kernel "
+        "in the interpreter only, pass .interpret = pl::InterpretParams{.allow_hbm_allocation_in_run_scoped = true}",
+        op.loc);
+  }
+}
+
+}  // namespace
+
 void build_executable(rt::Executable& exe, const ir::Function& traced, const CallOptions& options, bool interpreted,
                       const std::string& title) {
+  check_hbm_allocations(traced, options, interpreted, title);
   passes::LoweringOptions lo;
   lo.vmem_limit_bytes = options.compiler_params.vmem_limit_bytes.value_or(lo.vmem_limit_bytes);
   lo.call_site = exe.key.loc;

@@ -280,6 +280,9 @@ struct InterpretParams {
   // A load whose slice or index reaches past its ref: a RuntimeError (raise), or the in-bounds
   // elements with the poison of uninitialized_memory elsewhere (uninitialized).
   OutOfBoundsReads out_of_bounds_reads = OutOfBoundsReads::raise;
+  // pl::run_scoped may allocate ANY/HBM buffers (reachable by copies only), which a TPU cannot; each
+  // simulated core gets its own. Without it such a run_scoped is a UserError.
+  bool allow_hbm_allocation_in_run_scoped = false;
 };
 
 // How closely differential mode's compiled and interpreted outputs must agree: finite values within

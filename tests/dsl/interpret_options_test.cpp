@@ -1,6 +1,7 @@
 // Pallas's interpret options beyond the defaults (pl::InterpretParams): the grid point recorder,
 // skipping floating-point work, exploring schedules of the copies with exact replay,
-// TESSERA_DETECT_RACES, and out-of-bounds reads giving uninitialised values.
+// TESSERA_DETECT_RACES, out-of-bounds reads giving uninitialised values, and HBM buffers in
+// run_scoped.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -290,5 +291,41 @@ TEST_SUITE("dsl") {
     CHECK(pl::race_reports()[0].message.find("read of scratch 0[6:8]") != std::string::npos);
     make(8)(x);
     CHECK_FALSE(pl::races_found());
+  }
+
+  // Copies x into an HBM buffer run_scoped allocates and from there to the output (both ANY).
+  auto through_hbm(const pl::CallOptions& options) {
+    auto kernel = [](pl::Ref x, pl::Ref o) {
+      pl::run_scoped(
+          [&](pl::Ref hbm, pl::Ref sem) {
+            auto in = pl::make_async_copy(x, hbm, sem);
+            in.start();
+            in.wait();
+            auto out = pl::make_async_copy(hbm, o, sem);
+            out.start();
+            out.wait();
+          },
+          pl::HBM({8, 16}, pl::f32), pl::SemaphoreType::DMA);
+    };
+    return pl::pallas_call(kernel, pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)}},
+                           pl::ShapeDtype({8, 16}, pl::f32), options);
+  }
+
+  TEST_CASE("interpret options: allow_hbm_allocation_in_run_scoped lets run_scoped allocate HBM in the interpreter") {
+    const pl::Array x = pl::Array::random_normal({8, 16}, pl::f32, 4);
+    pl::InterpretParams allowed;
+    allowed.allow_hbm_allocation_in_run_scoped = true;
+    CHECK(through_hbm(testing::interpret(allowed))(x).to_vector<float>() == x.to_vector<float>());
+    // Without it, interpreted or compiled, a UserError naming the buffer and how to allow it.
+    const std::string problem = "pallas_call `kernel`: pl::run_scoped allocates `run_scoped 0` in HBM, which only the "
+                                "interpreter can, when asked to";
+    CHECK_THROWS_WITH_AS(through_hbm(testing::interpret())(x),
+                         doctest::Contains((problem + "\n  given: run_scoped 0 of shape (8, 16) f32 (interpreted without "
+                                                      "allow_hbm_allocation_in_run_scoped)").c_str()),
+                         UserError);
+    CHECK_THROWS_WITH_AS(through_hbm({})(x), doctest::Contains((problem + "\n  given: run_scoped 0 of shape (8, 16) f32 (compiled)").c_str()),
+                         UserError);
+    CHECK_THROWS_WITH_AS(through_hbm({})(x), doctest::Contains("pl::InterpretParams{.allow_hbm_allocation_in_run_scoped = true}"),
+                         UserError);
   }
 }
