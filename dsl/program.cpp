@@ -148,6 +148,10 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
       io.skip_floating_point_ops = ip->skip_floating_point_ops;
       io.grid_point_recorder = ip->grid_point_recorder;
       io.uninitialized_out_of_bounds_reads = ip->out_of_bounds_reads == OutOfBoundsReads::uninitialized;
+      io.random_parallel_order = ip->random_parallel_order;
+      io.seed = ip->random_seed;
+      for (size_t d = 0; d < exe.grid.size(); ++d)
+        if (d >= exe.semantics.size() || exe.semantics[d] != ir::DimSemantics::Parallel) io.arbitrary_steps *= exe.grid[d];
       exe.checked = rt::CheckedCores{ip->num_cores_or_threads,
                                      ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait
                                                                                          : rt::DmaMode::eager,
@@ -219,7 +223,8 @@ std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const 
           fmt::format("{}: output {} depends on the schedule: at index ({}) it is {} under random_seed={} but {} under "
                       "random_seed={} ({} of {} elements differ). The order in which copies complete changed the "
                       "result: a copy's destination is read or written before the wait that orders it, or two copies "
-                      "write the same memory. Replay it {}",
+                      "write the same memory; with random_parallel_order, the order of the parallel grid points changed too, "
+                      "so the kernel may carry state across a parallel dim. Replay it {}",
                       title, o, fmt::join(m->index, ", "), m->compiled, seed, m->interpreted, first_seed, m->count,
                       outs[o].size(), replay(seed)),
           w ? w->point : ExecutionPoint{}, loc);

@@ -283,6 +283,12 @@ struct InterpretParams {
   // pl::run_scoped may allocate ANY/HBM buffers (reachable by copies only), which a TPU cannot; each
   // simulated core gets its own. Without it such a run_scoped is a UserError.
   bool allow_hbm_allocation_in_run_scoped = false;
+  // Each core visits the points of its `parallel` grid dims in an order drawn from random_seed (and
+  // the core; under num_schedules, each schedule's seed) instead of row-major; the steps of the
+  // arbitrary dims under a point keep their order. Each point then runs as a chunk of its own (its
+  // first step fetches every input, its last writes every output back), so a kernel whose result
+  // depends on the order of a parallel dim, or that carries state across it, shows it.
+  bool random_parallel_order = false;
 };
 
 // How closely differential mode's compiled and interpreted outputs must agree: finite values within

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <random>
 
 #include "jit/ir/operands.h"
 #include "jit/ir/printer.h"
@@ -159,6 +160,39 @@ void Interpreter::note_load(Frame& frame, const RefView& r, const Array* mask, S
   note(frame.ctx, AccessKind::read, r, loc, mask);
 }
 
+bool Interpreter::is_grid_loop(const ir::Op& op) const {
+  const auto& params = fn_.params();
+  if (op.kind != OpKind::For || op.parent != fn_.body || params.size() < 2) return false;
+  const ir::ForOperands operands = ir::for_operands(op);
+  return operands.lb == params[params.size() - 2] && operands.ub == params.back();
+}
+
+void Interpreter::run_parallel_points_shuffled(Frame& frame, const ir::Op& op) const {
+  // The loop and the pipeline around it read the core's step range from the two step parameters:
+  // running it once per parallel point with the range narrowed to that point's steps makes each
+  // point a chunk of its own, so every rule of the pipeline (first-step fetches, last-step
+  // write-backs) holds as it does for a core's chunk.
+  const auto& params = fn_.params();
+  Value& first = frame.env[params[params.size() - 2]];
+  Value& end = frame.env[params.back()];
+  const int64_t lo = as_int(first), hi = as_int(end), per_point = std::max<int64_t>(1, options_.arbitrary_steps);
+  const int64_t points = (hi - lo) / per_point;
+  std::vector<int64_t> order(static_cast<size_t>(points));
+  for (int64_t p = 0; p < points; ++p) order[static_cast<size_t>(p)] = p;
+  // Fisher-Yates over a generator whose sequence the standard fixes, so a seed replays everywhere.
+  std::mt19937_64 rng(frame.ctx.launch.seed.value_or(options_.seed) * 0x9E3779B97F4A7C15ull +
+                      static_cast<uint64_t>(frame.ctx.point.core));
+  for (int64_t i = points - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[rng() % static_cast<uint64_t>(i + 1)]);
+  const Value saved_first = first, saved_end = end;
+  for (int64_t p : order) {
+    frame.env[params[params.size() - 2]] = Array::scalar(static_cast<double>(lo + p * per_point), DType::index);
+    frame.env[params.back()] = Array::scalar(static_cast<double>(lo + (p + 1) * per_point), DType::index);
+    exec_op(frame, op, /*shuffled=*/true);
+  }
+  frame.env[params[params.size() - 2]] = saved_first;
+  frame.env[params.back()] = saved_end;
+}
+
 void Interpreter::run_core(CoreContext& ctx, const OperandMemory& operands, StepRange steps) const {
   std::vector<Value> params;
   params.reserve(fn_.params().size());
@@ -247,7 +281,7 @@ int64_t Interpreter::target(Frame& frame, const ir::Op& op, ir::OperandSpan devi
   return target_device(*frame.ctx.device->mesh, ids, std::get<ir::DeviceAttr>(op.attr).logical);
 }
 
-void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
+void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
   auto& env = frame.env;
   auto in = [&](size_t i) -> const Value& { return env[op.operands[i]]; };
   auto val = [&](ir::ValueId v) -> const Value& { return env[v]; };
@@ -417,6 +451,10 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       return;
     }
     case OpKind::For: {
+      if (options_.random_parallel_order && !shuffled && is_grid_loop(op)) {
+        run_parallel_points_shuffled(frame, op);
+        return;
+      }
       const ir::ForOperands operands = ir::for_operands(op);
       const Value& lb = val(operands.lb);
       const int64_t lo = as_int(lb), hi = as_int(val(operands.ub)), step = as_int(val(operands.step));

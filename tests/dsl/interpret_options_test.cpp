@@ -1,7 +1,7 @@
 // Pallas's interpret options beyond the defaults (pl::InterpretParams): the grid point recorder,
 // skipping floating-point work, exploring schedules of the copies with exact replay,
-// TESSERA_DETECT_RACES, out-of-bounds reads giving uninitialised values, and HBM buffers in
-// run_scoped.
+// TESSERA_DETECT_RACES, out-of-bounds reads giving uninitialised values, HBM buffers in run_scoped,
+// and a random order of the parallel grid points.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -327,5 +328,125 @@ TEST_SUITE("dsl") {
                          UserError);
     CHECK_THROWS_WITH_AS(through_hbm({})(x), doctest::Contains("pl::InterpretParams{.allow_hbm_allocation_in_run_scoped = true}"),
                          UserError);
+  }
+
+  // Interpreted with the parallel grid points in the order of `seed`, on `cores` cores.
+  pl::InterpretParams shuffled(uint64_t seed, int cores = 1) {
+    pl::InterpretParams p;
+    p.random_parallel_order = true;
+    p.random_seed = seed;
+    p.num_cores_or_threads = cores;
+    return p;
+  }
+
+  TEST_CASE("interpret options: random_parallel_order permutes each core's parallel points, arbitrary steps in order") {
+    // grid (4, 3): dim 0 parallel, dim 1 arbitrary; the recorder shows the order each core visits.
+    auto visits = [](pl::InterpretParams params) {
+      std::map<int64_t, std::vector<std::vector<int64_t>>> seen;
+      params.grid_point_recorder = [&](std::vector<int64_t> point, int64_t core) { seen[core].push_back(std::move(point)); };
+      auto call = pl::pallas_call(
+          [](pl::Ref x, pl::Ref o) { o() = x() * 2.0f; },
+          pl::GridSpec{.grid = {4, 3},
+                       .in_specs = {pl::BlockSpec({2, 4}, [](pl::Value i, pl::Value j) { return pl::idx(i, j); })},
+                       .out_specs = {pl::BlockSpec({2, 4}, [](pl::Value i, pl::Value j) { return pl::idx(i, j); })}},
+          pl::ShapeDtype({8, 12}, pl::f32),
+          {.compiler_params = {.dimension_semantics = {pl::parallel, pl::arbitrary}}, .interpret = params});
+      const pl::Array x = pl::Array::random_normal({8, 12}, pl::f32, 2);
+      std::vector<float> doubled = x.to_vector<float>();
+      for (float& v : doubled) v *= 2.0f;
+      CHECK(call(x).to_vector<float>() == doubled);  // a correct kernel: the same result in any order
+      return seen;
+    };
+    std::set<std::vector<int64_t>> orders;  // the parallel coordinates in visit order, per seed
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      auto seen = visits(shuffled(seed));
+      REQUIRE(seen[0].size() == 12);
+      std::vector<int64_t> order;
+      for (size_t k = 0; k < 12; k += 3) {
+        for (int64_t j = 0; j < 3; ++j) CHECK(seen[0][k + j] == std::vector<int64_t>{seen[0][k][0], j});
+        order.push_back(seen[0][k][0]);
+      }
+      CHECK(std::set<int64_t>(order.begin(), order.end()) == std::set<int64_t>{0, 1, 2, 3});
+      CHECK(visits(shuffled(seed))[0] == seen[0]);  // a seed replays its order
+      orders.insert(order);
+    }
+    CHECK(orders.size() > 1);
+    orders.erase({0, 1, 2, 3});
+    CHECK(!orders.empty());  // not merely the row-major order
+    // Two cores: each keeps its own chunk of points (core 0 rows 0-1, core 1 rows 2-3) and shuffles it.
+    std::set<std::vector<int64_t>> core0_orders;
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      auto seen = visits(shuffled(seed, 2));
+      REQUIRE(seen[0].size() == 6);
+      REQUIRE(seen[1].size() == 6);
+      for (const auto& point : seen[0]) CHECK(point[0] < 2);
+      for (const auto& point : seen[1]) CHECK(point[0] >= 2);
+      core0_orders.insert({seen[0][0][0], seen[0][3][0]});
+    }
+    CHECK(core0_orders.size() == 2);
+    // Without the option the order is row-major.
+    auto seen = visits(testing::interpret().interpret.value());
+    for (size_t k = 0; k < 12; ++k) CHECK(seen[0][k] == std::vector<int64_t>{static_cast<int64_t>(k / 3), static_cast<int64_t>(k % 3)});
+  }
+
+  // A running sum over a parallel dim, carried in scratch: o[i] = x[0] + ... + x[i] in row-major order,
+  // wrong since the order of a parallel dim is not defined. `fixed`: each row's sum of itself only.
+  auto running_sum(bool fixed, pl::InterpretParams params) {
+    auto kernel = [fixed](pl::Ref x, pl::Ref o, pl::Ref acc) {
+      pl::when(pl::program_id(0) == 0 || fixed, [&] { acc() = pl::zeros_like(acc); });
+      acc() = acc() + x();
+      o() = acc();
+    };
+    auto row = [] { return pl::BlockSpec({1, 4}, [](pl::Value i) { return pl::idx(i, 0); }); };
+    return pl::pallas_call(kernel,
+                           pl::GridSpec{.grid = {8}, .in_specs = {row()}, .out_specs = {row()},
+                                        .scratch_shapes = {pl::VMEM({1, 4}, pl::i32)}},
+                           pl::ShapeDtype({8, 4}, pl::i32),
+                           {.compiler_params = {.dimension_semantics = {pl::parallel}}, .interpret = params});
+  }
+
+  TEST_CASE("interpret options: random_parallel_order shows a kernel that depends on the order of a parallel dim") {
+    // Row i holds 2^i, so a sum says which rows it added.
+    std::vector<int32_t> rows;
+    for (int i = 0; i < 8; ++i)
+      for (int k = 0; k < 4; ++k) rows.push_back(1 << i);
+    const pl::Array x = pl::Array::from_vector<int32_t>(rows, {8, 4}, pl::i32);
+    const pl::InterpretParams in_order = testing::interpret().interpret.value();
+    CHECK(running_sum(false, in_order)(x).at<int32_t>({7, 0}) == 255);
+    std::set<std::vector<int32_t>> results;
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      const std::vector<int32_t> got = running_sum(false, shuffled(seed))(x).to_vector<int32_t>();
+      CHECK(running_sum(false, shuffled(seed))(x).to_vector<int32_t>() == got);  // a seed replays it
+      results.insert(got);
+    }
+    CHECK(results.size() > 1);
+    // The fixed kernel gives the same result under every seed, the one it gives in order.
+    for (uint64_t seed = 0; seed < 8; ++seed) CHECK(running_sum(true, shuffled(seed))(x).to_vector<int32_t>() == rows);
+    // Under num_schedules each schedule draws its own order: the dependence is reported with its seed.
+    pl::InterpretParams explore = shuffled(0);
+    explore.dma_execution_mode = pl::DmaExecutionMode::on_wait;
+    explore.num_schedules = 8;
+    CHECK_THROWS_WITH_AS(running_sum(false, explore)(x), doctest::Contains("output 0 depends on the schedule"), RuntimeError);
+    CHECK(running_sum(true, explore)(x).to_vector<int32_t>() == rows);
+  }
+
+  TEST_CASE("interpret options: random_parallel_order reports one output block accumulated across a parallel dim") {
+    // Every point of the parallel dim adds into block (0, 0): in row-major order on one core the steps
+    // are consecutive and it passes; as chunks of their own, each point writes the block back.
+    auto kernel = [](pl::Ref x, pl::Ref o) {
+      pl::when(pl::program_id(0) == 0, [&] { o() = pl::zeros_like(o); });
+      o() = o() + x();
+    };
+    auto make = [&](pl::InterpretParams params) {
+      return pl::pallas_call(kernel,
+                             pl::GridSpec{.grid = {4},
+                                          .in_specs = {pl::BlockSpec({1, 4}, [](pl::Value i) { return pl::idx(i, 0); })},
+                                          .out_specs = {pl::BlockSpec({1, 4}, [](pl::Value) { return pl::idx(0, 0); })}},
+                             pl::ShapeDtype({1, 4}, pl::i32),
+                             {.compiler_params = {.dimension_semantics = {pl::parallel}}, .interpret = params});
+    };
+    const pl::Array x = pl::Array::full({4, 4}, 1, pl::i32);
+    CHECK(make(testing::interpret().interpret.value())(x).at<int32_t>({0, 0}) == 4);
+    CHECK_THROWS_WITH_AS(make(shuffled(1))(x), doctest::Contains("output 0 is revisited non-consecutively"), RuntimeError);
   }
 }
