@@ -26,6 +26,12 @@ CallBase::CallBase(std::string_view api, CallOptions& options) {
   name_ = options.name;
   title_ = fmt::format("{} `{}`", api, name_);
   interpreted_ = runs_interpreted(options);
+  // TESSERA_DETECT_RACES: as if the call had asked for detection. Read here, where TESSERA_INTERPRET
+  // is, so both apply to the calls made while they are set.
+  if (interpreted_ && config::detect_races()) {
+    if (!options.interpret) options.interpret.emplace();
+    options.interpret->detect_races = true;
+  }
   checks_ = !interpreted_ && (options.check_against_interpreter || config::check_against_interpreter());
 }
 
@@ -98,8 +104,34 @@ Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k) {
   return Ref::wrap(ctx, v);
 }
 
+namespace {
+
+// pl::run_scoped's ANY/HBM buffers: only the interpreter allocates them, and only when asked to
+// (InterpretParams::allow_hbm_allocation_in_run_scoped), as in Pallas, since a TPU cannot.
+void check_hbm_allocations(const ir::Function& traced, const CallOptions& options, bool interpreted,
+                           const std::string& title) {
+  const bool allowed = interpreted && options.interpret && options.interpret->allow_hbm_allocation_in_run_scoped;
+  if (allowed) return;
+  for (const ir::Op& op : traced.ops) {
+    if (op.kind != ir::OpKind::Alloc) continue;
+    const Type& t = traced.type(op.results[0]);
+    if (!is_dma_only(t.space)) continue;
+    throw UserError(
+        fmt::format("{}: pl::run_scoped allocates `{}` in {}, which only the interpreter can, when asked to", title,
+                    std::get<std::string>(op.attr), t.space == MemorySpace::ANY ? "ANY" : "HBM"),
+        fmt::format("{} of shape {} {} ({})", std::get<std::string>(op.attr), shape_tuple_str(t.shape),
+                    dtype_name(t.dtype), interpreted ? "interpreted without allow_hbm_allocation_in_run_scoped" : "compiled"),
+        "allocate VMEM or SMEM buffers in run_scoped (HBM arrays come in as operands or outputs), or, to try the kernel "
+        "in the interpreter only, pass .interpret = pl::InterpretParams{.allow_hbm_allocation_in_run_scoped = true}",
+        op.loc);
+  }
+}
+
+}  // namespace
+
 void build_executable(rt::Executable& exe, const ir::Function& traced, const CallOptions& options, bool interpreted,
                       const std::string& title) {
+  check_hbm_allocations(traced, options, interpreted, title);
   passes::LoweringOptions lo;
   lo.vmem_limit_bytes = options.compiler_params.vmem_limit_bytes.value_or(lo.vmem_limit_bytes);
   lo.call_site = exe.key.loc;
@@ -115,6 +147,11 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
       io.zero_uninitialized = ip->uninitialized_memory == UninitializedMemory::zero;
       io.skip_floating_point_ops = ip->skip_floating_point_ops;
       io.grid_point_recorder = ip->grid_point_recorder;
+      io.uninitialized_out_of_bounds_reads = ip->out_of_bounds_reads == OutOfBoundsReads::uninitialized;
+      io.random_parallel_order = ip->random_parallel_order;
+      io.seed = ip->random_seed;
+      for (size_t d = 0; d < exe.grid.size(); ++d)
+        if (d >= exe.semantics.size() || exe.semantics[d] != ir::DimSemantics::Parallel) io.arbitrary_steps *= exe.grid[d];
       exe.checked = rt::CheckedCores{ip->num_cores_or_threads,
                                      ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait
                                                                                          : rt::DmaMode::eager,
@@ -186,7 +223,8 @@ std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const 
           fmt::format("{}: output {} depends on the schedule: at index ({}) it is {} under random_seed={} but {} under "
                       "random_seed={} ({} of {} elements differ). The order in which copies complete changed the "
                       "result: a copy's destination is read or written before the wait that orders it, or two copies "
-                      "write the same memory. Replay it {}",
+                      "write the same memory; with random_parallel_order, the order of the parallel grid points changed too, "
+                      "so the kernel may carry state across a parallel dim. Replay it {}",
                       title, o, fmt::join(m->index, ", "), m->compiled, seed, m->interpreted, first_seed, m->count,
                       outs[o].size(), replay(seed)),
           w ? w->point : ExecutionPoint{}, loc);

@@ -8,9 +8,9 @@ namespace tessera::detail {
 
 using ir::OpKind;
 
-void check_allocatable(const ScratchShape& type, const std::string& what, const std::string& api) {
+void check_allocatable(const ScratchShape& type, const std::string& what, const std::string& api, bool dma_only_ok) {
   const MemoryRef& m = type.memory();
-  if (is_dma_only(m.space))
+  if (is_dma_only(m.space) && !dma_only_ok)
     throw UserError(fmt::format("{}: {} is in {}, which cannot be allocated in a kernel", api, what,
                                 m.space == MemorySpace::ANY ? "ANY" : "HBM"),
                     fmt::format("{} of shape {} {}", what, shape_tuple_str(m.shape), dtype_name(m.dtype)),
@@ -41,7 +41,8 @@ std::vector<Value> run_scoped_impl(const std::vector<ScratchShape>& types,
     std::vector<Ref> refs;
     for (size_t i = 0; i < types.size(); ++i) {
       const std::string name = fmt::format("run_scoped {}", i);
-      check_allocatable(types[i], name, "pl::run_scoped");
+      // ANY/HBM only where the call allows it, which the trace does not know: build_executable checks.
+      check_allocatable(types[i], name, "pl::run_scoped", /*dma_only_ok=*/true);
       const MemoryRef& m = types[i].memory();
       ir::ValueId v = ctx.emit_value(OpKind::Alloc, {}, Type::ref(m.dtype, m.shape, m.space), name, types[i].loc());
       ctx.builder().set_name(v, name);

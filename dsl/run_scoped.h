@@ -2,7 +2,8 @@
 //
 //   pl::run_scoped([&](pl::Ref acc, pl::Ref sem) { ... }, pl::VMEM({bm, bn}, pl::f32), pl::SemaphoreType::DMA);
 //
-// f takes one pl::Ref per type (VMEM, SMEM or semaphores; HBM cannot be allocated) and may return
+// f takes one pl::Ref per type (VMEM, SMEM or semaphores; ANY/HBM only in the interpreter with
+// InterpretParams::allow_hbm_allocation_in_run_scoped, as in Pallas) and may return
 // nothing, a pl::Value or a std::vector<pl::Value>, which run_scoped returns. Buffers start
 // uninitialised, semaphores at zero, and every semaphore must be back at zero when f returns.
 //
@@ -20,8 +21,10 @@
 namespace tessera {
 
 namespace detail {
-// Checks that scratch or a run_scoped type `what` can be allocated (VMEM, SMEM or semaphores).
-void check_allocatable(const ScratchShape& type, const std::string& what, const std::string& api);
+// Checks that scratch or a run_scoped type `what` can be allocated (VMEM, SMEM or semaphores; ANY
+// or HBM too when `dma_only_ok`).
+void check_allocatable(const ScratchShape& type, const std::string& what, const std::string& api,
+                       bool dma_only_ok = false);
 std::vector<Value> run_scoped_impl(const std::vector<ScratchShape>& types,
                                    const std::function<std::vector<Value>(std::vector<Ref>&)>& body);
 

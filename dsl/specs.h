@@ -249,6 +249,11 @@ enum class UninitializedMemory { nan, zero };
 // wait sees stale or poisoned data instead of silently working.
 enum class DmaExecutionMode { eager, on_wait };
 
+// What a load through an out-of-bounds slice or index does in the interpreter: fail (raise), or give
+// the poison of memory nobody wrote for the elements outside the ref (uninitialized). Stores and
+// copies out of bounds fail either way.
+enum class OutOfBoundsReads { raise, uninitialized };
+
 // Selects the interpreter and sets its checks (pltpu.InterpretParams).
 struct InterpretParams {
   // Uninitialised memory (scratch, outputs, edge padding) holds NaN / max-int / true, or zeros.
@@ -272,6 +277,18 @@ struct InterpretParams {
   // to the same bytes, at least one a write, that no wait or signal orders are reported (printed to
   // stderr, and pl::races_found() / pl::race_reports() after the call). Results are unchanged.
   bool detect_races = false;
+  // A load whose slice or index reaches past its ref: a RuntimeError (raise), or the in-bounds
+  // elements with the poison of uninitialized_memory elsewhere (uninitialized).
+  OutOfBoundsReads out_of_bounds_reads = OutOfBoundsReads::raise;
+  // pl::run_scoped may allocate ANY/HBM buffers (reachable by copies only), which a TPU cannot; each
+  // simulated core gets its own. Without it such a run_scoped is a UserError.
+  bool allow_hbm_allocation_in_run_scoped = false;
+  // Each core visits the points of its `parallel` grid dims in an order drawn from random_seed (and
+  // the core; under num_schedules, each schedule's seed) instead of row-major; the steps of the
+  // arbitrary dims under a point keep their order. Each point then runs as a chunk of its own (its
+  // first step fetches every input, its last writes every output back), so a kernel whose result
+  // depends on the order of a parallel dim, or that carries state across it, shows it.
+  bool random_parallel_order = false;
 };
 
 // How closely differential mode's compiled and interpreted outputs must agree: finite values within

@@ -43,6 +43,9 @@ constexpr std::array<Variable, var_count> table{{
      .default_value = "0",
      .doc = "compiled calls made while it is `1` also run in the interpreter and throw `tessera::MismatchError` "
             "where the outputs differ (`CallOptions::check_against_interpreter`)"},
+    {.var = Var::detect_races, .name = "TESSERA_DETECT_RACES", .kind = Kind::flag, .default_value = "0",
+     .doc = "interpreted calls made while it is `1` detect races (`InterpretParams::detect_races`), reported on stderr "
+            "and by `pl::race_reports()`"},
     {.var = Var::num_threads, .name = "TESSERA_NUM_THREADS", .kind = Kind::integer, .min = 1, .max = 4096,
      .doc = "threads for compiled kernels; unset: one per hardware thread (`pl::set_num_threads` overrides)"},
     {.var = Var::dma, .name = "TESSERA_DMA", .kind = Kind::choice, .default_value = "auto", .choices = dma_values,
@@ -252,6 +255,7 @@ bool dump_llvm() { return flag(Var::dump_llvm); }
 bool log_enabled(std::string_view topic) { return listed(Var::log, topic); }
 bool interpret() { return flag(Var::interpret); }
 bool check_against_interpreter() { return flag(Var::check_against_interpreter); }
+bool detect_races() { return flag(Var::detect_races); }
 std::optional<int> num_threads() {
   std::optional<int64_t> n = integer(Var::num_threads);
   return n ? std::optional<int>(static_cast<int>(*n)) : std::nullopt;

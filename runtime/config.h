@@ -44,6 +44,7 @@ enum class Var : uint8_t {
   log,
   interpret,
   check_against_interpreter,
+  detect_races,
   num_threads,
   dma,
   chaos_us,
@@ -101,6 +102,7 @@ bool dump_llvm();                    // TESSERA_DUMP_LLVM
 bool log_enabled(std::string_view topic);  // TESSERA_LOG lists `topic` ("cache"), or "all"
 bool interpret();                    // TESSERA_INTERPRET
 bool check_against_interpreter();    // TESSERA_CHECK_AGAINST_INTERPRETER
+bool detect_races();                 // TESSERA_DETECT_RACES
 std::optional<int> num_threads();    // TESSERA_NUM_THREADS; nullopt: one per hardware thread
 std::string_view dma();              // TESSERA_DMA: "auto", "eager" or "worker"
 int64_t chaos_us();                  // TESSERA_CHAOS_US; 0: no delays

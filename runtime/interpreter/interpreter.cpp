@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <random>
 
 #include "jit/ir/operands.h"
 #include "jit/ir/printer.h"
@@ -24,6 +25,13 @@ struct Interpreter::Frame {
   std::map<ir::OpId, std::unique_ptr<Buffer>> storage;
   // The allocs of the open regions, innermost last: released when their region ends.
   std::vector<const ir::Op*> live;
+  // The last window each view op read past its ref's bounds made (out_of_bounds_reads =
+  // uninitialized), with the part of the ref it holds (what race detection sees read).
+  struct OutOfBoundsRead {
+    std::unique_ptr<Buffer> buffer;
+    RefView in_bounds;
+  };
+  std::map<ir::OpId, OutOfBoundsRead> out_of_bounds_reads;
 };
 
 namespace {
@@ -68,7 +76,122 @@ void note(CoreContext& ctx, AccessKind kind, const RefView& ref, SourceLoc loc, 
 
 }  // namespace
 
-Interpreter::Interpreter(const ir::Function& fn, InterpretOptions options) : fn_(fn), options_(std::move(options)) {}
+namespace {
+
+// Which view ops make a ref that is only loaded from, directly or through further views: the views
+// an out-of-bounds read may pass, since nothing stores through them.
+std::vector<bool> read_only_views(const ir::Function& fn) {
+  std::vector<std::vector<ir::OpId>> users(fn.values.size());
+  for (ir::OpId id = 0; id < fn.ops.size(); ++id)
+    for (ir::ValueId v : fn.ops[id].operands) users[v].push_back(id);
+  enum class State : uint8_t { unknown, visiting, yes, no };
+  std::vector<State> state(fn.ops.size(), State::unknown);
+  std::function<bool(ir::OpId)> read_only = [&](ir::OpId id) {
+    if (state[id] != State::unknown) return state[id] == State::yes;
+    state[id] = State::visiting;  // a cycle cannot occur; if it did, it would not count as read-only
+    const ir::ValueId result = fn.ops[id].results[0];
+    bool ok = true;
+    for (ir::OpId u : users[result]) {
+      const ir::Op& use = fn.ops[u];
+      ok = use.kind == OpKind::Load ? ir::load_operands(use).ref == result
+           : use.kind == OpKind::View ? ir::window_operands(use).ref == result && read_only(u)
+                                      : false;
+      if (!ok) break;
+    }
+    state[id] = ok ? State::yes : State::no;
+    return ok;
+  };
+  std::vector<bool> out(fn.ops.size(), false);
+  for (ir::OpId id = 0; id < fn.ops.size(); ++id)
+    if (fn.ops[id].kind == OpKind::View) out[id] = read_only(id);
+  return out;
+}
+
+}  // namespace
+
+Interpreter::Interpreter(const ir::Function& fn, InterpretOptions options) : fn_(fn), options_(std::move(options)) {
+  if (options_.uninitialized_out_of_bounds_reads) read_only_view_ = read_only_views(fn_);
+}
+
+RefView Interpreter::out_of_bounds_read(Frame& frame, const ir::Op& op, const RefView& ref,
+                                        std::span<const int64_t> starts) const {
+  const ir::ViewAttr& attr = std::get<ir::ViewAttr>(op.attr);
+  // Per dim of the ref: the view's steps k whose element start + k * stride lies in [0, extent).
+  Shape shape, box;
+  std::vector<int64_t> first;  // the first in-bounds step of each kept dim
+  RefView in_bounds{ref.buffer, ref.offset, {}, {}};
+  bool empty = false;
+  for (size_t d = 0; d < attr.dims.size(); ++d) {
+    const ir::ViewDim& dim = attr.dims[d];
+    const int64_t start = starts[d], extent = ref.shape[d];
+    if (dim.squeeze) {
+      empty = empty || start < 0 || start >= extent;
+      if (!empty) in_bounds.offset += start * ref.strides[d];
+      continue;
+    }
+    // k >= ceil(-start / stride) and k <= (extent - 1 - start) / stride, within [0, size).
+    const int64_t lo = start >= 0 ? 0 : (-start + dim.stride - 1) / dim.stride;
+    const int64_t hi = start >= extent ? 0 : std::min(dim.size, (extent - 1 - start) / dim.stride + 1);
+    shape.push_back(dim.size);
+    first.push_back(lo);
+    box.push_back(std::max<int64_t>(0, hi - lo));
+    in_bounds.offset += (start + lo * dim.stride) * ref.strides[d];
+    in_bounds.shape.push_back(box.back());
+    in_bounds.strides.push_back(ref.strides[d] * dim.stride);
+  }
+  if (empty) in_bounds.shape.assign(in_bounds.shape.size(), 0);
+  // Poisoned (make_buffer), then the in-bounds part copied in. Only loads reach it.
+  std::unique_ptr<Buffer> buffer = make_buffer(root_buffer_name(fn_, ir::window_operands(op).ref) + " (read out of bounds)",
+                                               ref.buffer->dtype, shape, ref.buffer->space, options_.zero_uninitialized);
+  RefView whole = RefView::whole(*buffer);
+  int64_t at = 0;
+  for (size_t d = 0; d < first.size(); ++d) at += first[d] * whole.strides[d];
+  if (num_elements(in_bounds.shape) > 0)
+    copy_box(whole.address(at), whole.strides, in_bounds.read_address(0), in_bounds.strides, in_bounds.shape,
+             dtype_size(ref.buffer->dtype));
+  frame.out_of_bounds_reads[static_cast<ir::OpId>(&op - fn_.ops.data())] = {std::move(buffer), in_bounds};
+  return whole;
+}
+
+void Interpreter::note_load(Frame& frame, const RefView& r, const Array* mask, SourceLoc loc) const {
+  // A window read out of bounds is a copy: the detector sees the read of the ref's part it holds.
+  for (const auto& [id, read] : frame.out_of_bounds_reads)
+    if (read.buffer.get() == r.buffer) return note(frame.ctx, AccessKind::read, read.in_bounds, loc);
+  note(frame.ctx, AccessKind::read, r, loc, mask);
+}
+
+bool Interpreter::is_grid_loop(const ir::Op& op) const {
+  const auto& params = fn_.params();
+  if (op.kind != OpKind::For || op.parent != fn_.body || params.size() < 2) return false;
+  const ir::ForOperands operands = ir::for_operands(op);
+  return operands.lb == params[params.size() - 2] && operands.ub == params.back();
+}
+
+void Interpreter::run_parallel_points_shuffled(Frame& frame, const ir::Op& op) const {
+  // The loop and the pipeline around it read the core's step range from the two step parameters:
+  // running it once per parallel point with the range narrowed to that point's steps makes each
+  // point a chunk of its own, so every rule of the pipeline (first-step fetches, last-step
+  // write-backs) holds as it does for a core's chunk.
+  const auto& params = fn_.params();
+  Value& first = frame.env[params[params.size() - 2]];
+  Value& end = frame.env[params.back()];
+  const int64_t lo = as_int(first), hi = as_int(end), per_point = std::max<int64_t>(1, options_.arbitrary_steps);
+  const int64_t points = (hi - lo) / per_point;
+  std::vector<int64_t> order(static_cast<size_t>(points));
+  for (int64_t p = 0; p < points; ++p) order[static_cast<size_t>(p)] = p;
+  // Fisher-Yates over a generator whose sequence the standard fixes, so a seed replays everywhere.
+  std::mt19937_64 rng(frame.ctx.launch.seed.value_or(options_.seed) * 0x9E3779B97F4A7C15ull +
+                      static_cast<uint64_t>(frame.ctx.point.core));
+  for (int64_t i = points - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[rng() % static_cast<uint64_t>(i + 1)]);
+  const Value saved_first = first, saved_end = end;
+  for (int64_t p : order) {
+    frame.env[params[params.size() - 2]] = Array::scalar(static_cast<double>(lo + p * per_point), DType::index);
+    frame.env[params.back()] = Array::scalar(static_cast<double>(lo + (p + 1) * per_point), DType::index);
+    exec_op(frame, op, /*shuffled=*/true);
+  }
+  frame.env[params[params.size() - 2]] = saved_first;
+  frame.env[params.back()] = saved_end;
+}
 
 void Interpreter::run_core(CoreContext& ctx, const OperandMemory& operands, StepRange steps) const {
   std::vector<Value> params;
@@ -158,7 +281,7 @@ int64_t Interpreter::target(Frame& frame, const ir::Op& op, ir::OperandSpan devi
   return target_device(*frame.ctx.device->mesh, ids, std::get<ir::DeviceAttr>(op.attr).logical);
 }
 
-void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
+void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
   auto& env = frame.env;
   auto in = [&](size_t i) -> const Value& { return env[op.operands[i]]; };
   auto val = [&](ir::ValueId v) -> const Value& { return env[v]; };
@@ -283,13 +406,19 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       const ir::WindowOperands operands = ir::window_operands(op);
       std::vector<int64_t> starts;
       for (ir::ValueId s : operands.starts) starts.push_back(as_int(val(s)));
-      set(view(ref(val(operands.ref)), starts, std::get<ir::ViewAttr>(op.attr), root_buffer_name(fn_, operands.ref)));
+      const ir::OpId id = static_cast<ir::OpId>(&op - fn_.ops.data());
+      try {
+        set(view(ref(val(operands.ref)), starts, std::get<ir::ViewAttr>(op.attr), root_buffer_name(fn_, operands.ref)));
+      } catch (const Fault&) {
+        // Out of bounds: a read may pass (InterpretOptions::uninitialized_out_of_bounds_reads), a write not.
+        if (read_only_view_.empty() || !read_only_view_[id]) throw;
+        set(out_of_bounds_read(frame, op, ref(val(operands.ref)), starts));
+      }
       return;
     }
     case OpKind::Load: {
       const ir::LoadOperands operands = ir::load_operands(op);
-      note(frame.ctx, AccessKind::read, ref(val(operands.ref)), op.loc,
-           operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask)));
+      if (frame.ctx.races) note_load(frame, ref(val(operands.ref)), operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask)), op.loc);
       if (operands.mask == ir::kNone) set(load(ref(val(operands.ref))));
       else
         set(load_masked(ref(val(operands.ref)), tensor(val(operands.mask)),
@@ -322,6 +451,10 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op) const {
       return;
     }
     case OpKind::For: {
+      if (options_.random_parallel_order && !shuffled && is_grid_loop(op)) {
+        run_parallel_points_shuffled(frame, op);
+        return;
+      }
       const ir::ForOperands operands = ir::for_operands(op);
       const Value& lb = val(operands.lb);
       const int64_t lo = as_int(lb), hi = as_int(val(operands.ub)), step = as_int(val(operands.step));

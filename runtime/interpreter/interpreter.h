@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <mutex>
+#include <span>
 #include <variant>
 #include <vector>
 
@@ -30,6 +31,15 @@ struct InterpretOptions {
   // Called at the start of every step of the kernel's grid, one call at a time, with the step's grid
   // point and the core that runs it.
   std::function<void(std::vector<int64_t> grid_point, int64_t core)> grid_point_recorder;
+  // A view past its ref's bounds that is only loaded from reads the poison of uninitialised memory
+  // outside the ref instead of failing (InterpretParams::out_of_bounds_reads = uninitialized).
+  bool uninitialized_out_of_bounds_reads = false;
+  // Visit the points of the grid's parallel dims in a seeded random order per core (see
+  // InterpretParams::random_parallel_order), each point's `arbitrary_steps` steps in order. The
+  // seed is the launch's (schedule exploration) or `seed`, plus the core.
+  bool random_parallel_order = false;
+  int64_t arbitrary_steps = 1;  // the product of the grid's arbitrary dims
+  uint64_t seed = 0;
 };
 
 // A run-time value: a tensor (scalar or block) or a ref.
@@ -50,12 +60,25 @@ class Interpreter final : public Backend {
   void run(CoreContext& ctx, std::vector<Value> params) const;
   struct Frame;
   std::vector<Value> exec_region(Frame& frame, ir::RegionId region, std::vector<Value> args) const;
-  void exec_op(Frame& frame, const ir::Op& op) const;
+  // `shuffled`: a grid loop run_parallel_points_shuffled already narrowed to one point.
+  void exec_op(Frame& frame, const ir::Op& op, bool shuffled = false) const;
   // The logical id of the device a remote op's operands from `first` on name.
   int64_t target(Frame& frame, const ir::Op& op, ir::OperandSpan device) const;
 
+  // An out-of-bounds view of `ref` that is only read: a buffer of the view's shape holding the
+  // in-bounds elements and poison elsewhere (see InterpretOptions::uninitialized_out_of_bounds_reads).
+  RefView out_of_bounds_read(Frame& frame, const ir::Op& op, const RefView& ref, std::span<const int64_t> starts) const;
+  // Race detection's note of a load of `r` (of the ref's in-bounds part, for an out-of-bounds read).
+  void note_load(Frame& frame, const RefView& r, const Array* mask, SourceLoc loc) const;
+  // Runs the grid's loop `op` one parallel point at a time, in a random order (random_parallel_order).
+  void run_parallel_points_shuffled(Frame& frame, const ir::Op& op) const;
+  // Whether `op` is the loop over the kernel's grid steps (from the first-step to the end-step parameter).
+  bool is_grid_loop(const ir::Op& op) const;
+
   const ir::Function& fn_;
   InterpretOptions options_;
+  // View ops whose result (and the views of it) is only loaded from: those an out-of-bounds read may pass.
+  std::vector<bool> read_only_view_;
   mutable std::mutex recorder_mutex_;  // the recorder sees one call at a time
 };
 

@@ -395,7 +395,7 @@ TEST_SUITE("errors") {
     };
     using R = pl::Ref;
     CHECK_THROWS_WITH_AS(run([](R, R) { pl::run_scoped([](R) {}, pl::HBM({8}, pl::f32)); }),
-                         Contains("pl::run_scoped: run_scoped 0 is in HBM, which cannot be allocated in a kernel"), UserError);
+                         Contains("pl::run_scoped allocates `run_scoped 0` in HBM, which only the interpreter can"), UserError);
     CHECK_THROWS_WITH_AS(run([](R, R) { pl::run_scoped([](R) {}, pl::SMEM({-1}, pl::i32)); }),
                          Contains("pl::run_scoped: run_scoped 0 has a negative dim"), UserError);
     auto rows = [] { return pl::BlockSpec({2, 8}, [](pl::Value i) { return pl::idx(i, 0); }); };

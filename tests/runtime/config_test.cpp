@@ -20,30 +20,13 @@
 #include "jit/ir/diagnostics.h"
 #include "runtime/config.h"
 #include "runtime/thread_pool.h"
+#include "tests/support/scoped_env.h"
 
 using namespace tessera;
 
 namespace {
 
-// Sets (or, with nullptr, unsets) a variable for the scope, and puts back what was there before.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    set(value);
-  }
-  ~ScopedEnv() { set(old_ ? old_->c_str() : nullptr); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  void set(const char* value) {
-    if (value) setenv(name_, value, 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 // The message of the UserError `read` throws; fails the test when it throws nothing or something else.
 template <class F>
