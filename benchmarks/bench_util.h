@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -79,6 +80,9 @@ class Report {
     for (const std::string& n : notes_) std::printf("  %s\n", n.c_str());
   }
 
+  // JSON has no inf or nan: a figure that is not finite (a baseline lost in the noise) is null.
+  static std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
+
   std::string json() const {
     std::string out = fmt::format("{{\"benchmark\": \"{}\", \"results\": [", title_);
     for (size_t i = 0; i < rows_.size(); ++i) {
@@ -86,8 +90,8 @@ class Report {
       out += fmt::format(
           "{}\n  {{\"name\": \"{}\", \"median_s\": {}, \"min_s\": {}, \"max_s\": {}, \"runs\": {}, \"value\": {}, "
           "\"unit\": \"{}\", \"baseline\": \"{}\", \"ratio\": {}}}",
-          i ? "," : "", r.name, r.stats.median(), r.stats.min(), r.stats.max(), r.stats.seconds.size(), r.value, r.unit,
-          r.baseline, r.ratio);
+          i ? "," : "", r.name, json_number(r.stats.median()), json_number(r.stats.min()), json_number(r.stats.max()),
+          r.stats.seconds.size(), json_number(r.value), r.unit, r.baseline, json_number(r.ratio));
     }
     out += "\n], \"notes\": [";
     for (size_t i = 0; i < notes_.size(); ++i) out += fmt::format("{}\"{}\"", i ? ", " : "", notes_[i]);
