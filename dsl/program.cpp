@@ -149,6 +149,7 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
       io.grid_point_recorder = ip->grid_point_recorder;
       io.uninitialized_out_of_bounds_reads = ip->out_of_bounds_reads == OutOfBoundsReads::uninitialized;
       io.random_parallel_order = ip->random_parallel_order;
+      io.padded_buffer_bounds = ip->buffer_bounds == BufferBounds::padded;
       io.seed = ip->random_seed;
       for (size_t d = 0; d < exe.grid.size(); ++d)
         if (d >= exe.semantics.size() || exe.semantics[d] != ir::DimSemantics::Parallel) io.arbitrary_steps *= exe.grid[d];

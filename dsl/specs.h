@@ -254,6 +254,14 @@ enum class DmaExecutionMode { eager, on_wait };
 // copies out of bounds fail either way.
 enum class OutOfBoundsReads { raise, uninitialized };
 
+// Which bounds the interpreter checks loads and stores against (pltpu.InterpretParams.buffer_bounds):
+// a ref's own shape (logical, also spelled exact), or the shape a TPU lays its buffer out in (padded:
+// the last dim rounded up to 128 lanes, the one before it to 8 rows of 32 bits — 16 of a 16-bit dtype,
+// 32 of an 8-bit one; SMEM is not padded). Padded, the part of a load past the ref but inside the
+// padding reads the poison of uninitialized_memory, and that part of a store is dropped; past the
+// padding is out of bounds as before. Copies (DMAs) always check the logical shape.
+enum class BufferBounds { logical, exact = logical, padded };
+
 // Selects the interpreter and sets its checks (pltpu.InterpretParams).
 struct InterpretParams {
   // Uninitialised memory (scratch, outputs, edge padding) holds NaN / max-int / true, or zeros.
@@ -289,6 +297,9 @@ struct InterpretParams {
   // first step fetches every input, its last writes every output back), so a kernel whose result
   // depends on the order of a parallel dim, or that carries state across it, shows it.
   bool random_parallel_order = false;
+  // Loads and stores are checked against the ref's shape (logical) or its buffer's TPU layout
+  // (padded; see BufferBounds).
+  BufferBounds buffer_bounds = BufferBounds::logical;
 };
 
 // How closely differential mode's compiled and interpreted outputs must agree: finite values within

@@ -111,6 +111,18 @@ std::unique_ptr<Buffer> make_buffer(std::string name, DType dtype, Shape shape, 
   return b;
 }
 
+Shape tpu_padded_shape(const Shape& shape, DType dtype, MemorySpace space) {
+  Shape padded = shape;
+  if (space == MemorySpace::SMEM || is_semaphore(dtype) || padded.empty()) return padded;
+  const auto round_up = [](int64_t n, int64_t m) { return (n + m - 1) / m * m; };
+  padded.back() = round_up(padded.back(), 128);
+  if (padded.size() >= 2) {
+    const int64_t rows = 8 * std::max<int64_t>(1, 4 / dtype_size(dtype));
+    padded[padded.size() - 2] = round_up(padded[padded.size() - 2], rows);
+  }
+  return padded;
+}
+
 RefView RefView::whole(Buffer& b) { return RefView{&b, 0, b.shape, row_major_strides(b.shape)}; }
 
 const std::byte* RefView::read_address(int64_t element_offset) const {

@@ -72,6 +72,11 @@ struct RefView {
   std::byte* address(int64_t element_offset) const;  // faults on read-only buffers
 };
 
+// The shape a TPU lays a buffer of `shape` out in, which InterpretParams::buffer_bounds = padded
+// checks loads and stores against: the last dim rounded up to 128 lanes, the one before it to 8 rows
+// of 32 bits (16 of a 16-bit dtype, 32 of an 8-bit one). SMEM and semaphores are not padded.
+Shape tpu_padded_shape(const Shape& shape, DType dtype, MemorySpace space);
+
 // The strides (in elements) of a row-major array of `shape`.
 std::vector<int64_t> row_major_strides(const Shape& shape);
 

@@ -25,13 +25,20 @@ struct Interpreter::Frame {
   std::map<ir::OpId, std::unique_ptr<Buffer>> storage;
   // The allocs of the open regions, innermost last: released when their region ends.
   std::vector<const ir::Op*> live;
-  // The last window each view op read past its ref's bounds made (out_of_bounds_reads =
-  // uninitialized), with the part of the ref it holds (what race detection sees read).
-  struct OutOfBoundsRead {
+  // The last shadow each view op past its ref's bounds made (out_of_bounds_reads = uninitialized,
+  // buffer_bounds = padded): a buffer of the window's shape, with the part of the ref it holds (what
+  // loads refresh and stores write back, and what race detection sees accessed) at element `at`.
+  struct Shadow {
     std::unique_ptr<Buffer> buffer;
     RefView in_bounds;
+    int64_t at = 0;
   };
-  std::map<ir::OpId, OutOfBoundsRead> out_of_bounds_reads;
+  std::map<ir::OpId, Shadow> shadows;
+  const Shadow* shadow_of(const RefView& r) const {
+    for (const auto& [id, shadow] : shadows)
+      if (shadow.buffer.get() == r.buffer) return &shadow;
+    return nullptr;
+  }
   // The lane-checked views (by result) whose last window reaches past their ref: what a masked
   // access through one checks lane by lane. A view back in bounds is removed.
   struct LaneWindow {
@@ -87,9 +94,10 @@ void note(CoreContext& ctx, AccessKind kind, const RefView& ref, SourceLoc loc, 
 
 namespace {
 
-// Which view ops make a ref that is only loaded from, directly or through further views: the views
-// an out-of-bounds read may pass, since nothing stores through them.
-std::vector<bool> read_only_views(const ir::Function& fn) {
+// Which view ops make a ref that is only loaded from (and, with `stores`, stored into), directly or
+// through further views: the views an out-of-bounds read may pass, since nothing stores through them
+// (or that padded bounds apply to, since no copy goes through them).
+std::vector<bool> load_only_views(const ir::Function& fn, bool stores) {
   std::vector<std::vector<ir::OpId>> users(fn.values.size());
   for (ir::OpId id = 0; id < fn.ops.size(); ++id)
     for (ir::ValueId v : fn.ops[id].operands) users[v].push_back(id);
@@ -102,9 +110,11 @@ std::vector<bool> read_only_views(const ir::Function& fn) {
     bool ok = true;
     for (ir::OpId u : users[result]) {
       const ir::Op& use = fn.ops[u];
-      ok = use.kind == OpKind::Load ? ir::load_operands(use).ref == result
-           : use.kind == OpKind::View ? ir::window_operands(use).ref == result && read_only(u)
-                                      : false;
+      ok = use.kind == OpKind::Load                ? ir::load_operands(use).ref == result
+           : use.kind == OpKind::Store && stores    ? ir::store_operands(use).ref == result
+           : use.kind == OpKind::DotAccumulate && stores ? ir::dot_operands(use).acc == result
+           : use.kind == OpKind::View                ? ir::window_operands(use).ref == result && read_only(u)
+                                                     : false;
       if (!ok) break;
     }
     state[id] = ok ? State::yes : State::no;
@@ -119,11 +129,12 @@ std::vector<bool> read_only_views(const ir::Function& fn) {
 }  // namespace
 
 Interpreter::Interpreter(const ir::Function& fn, InterpretOptions options) : fn_(fn), options_(std::move(options)) {
-  if (options_.uninitialized_out_of_bounds_reads) read_only_view_ = read_only_views(fn_);
+  if (options_.uninitialized_out_of_bounds_reads) read_only_view_ = load_only_views(fn_, false);
+  if (options_.padded_buffer_bounds) load_store_view_ = load_only_views(fn_, true);
   lane_checked_view_ = lane_checked_views(fn_);
 }
 
-RefView Interpreter::out_of_bounds_read(Frame& frame, const ir::Op& op, const RefView& ref,
+RefView Interpreter::out_of_bounds_window(Frame& frame, const ir::Op& op, const RefView& ref,
                                         std::span<const int64_t> starts) const {
   const ir::ViewAttr& attr = std::get<ir::ViewAttr>(op.attr);
   // Per dim of the ref: the view's steps k whose element start + k * stride lies in [0, extent).
@@ -150,24 +161,46 @@ RefView Interpreter::out_of_bounds_read(Frame& frame, const ir::Op& op, const Re
     in_bounds.strides.push_back(ref.strides[d] * dim.stride);
   }
   if (empty) in_bounds.shape.assign(in_bounds.shape.size(), 0);
-  // Poisoned (make_buffer), then the in-bounds part copied in. Only loads reach it.
-  std::unique_ptr<Buffer> buffer = make_buffer(root_buffer_name(fn_, ir::window_operands(op).ref) + " (read out of bounds)",
+  // Filled by every load through it (before_load); only loads and stores reach it.
+  std::unique_ptr<Buffer> buffer = make_buffer(root_buffer_name(fn_, ir::window_operands(op).ref) + " (out of bounds)",
                                                ref.buffer->dtype, shape, ref.buffer->space, options_.zero_uninitialized);
   RefView whole = RefView::whole(*buffer);
   int64_t at = 0;
   for (size_t d = 0; d < first.size(); ++d) at += first[d] * whole.strides[d];
-  if (num_elements(in_bounds.shape) > 0)
-    copy_box(whole.address(at), whole.strides, in_bounds.read_address(0), in_bounds.strides, in_bounds.shape,
-             dtype_size(ref.buffer->dtype));
-  frame.out_of_bounds_reads[static_cast<ir::OpId>(&op - fn_.ops.data())] = {std::move(buffer), in_bounds};
+  frame.shadows[static_cast<ir::OpId>(&op - fn_.ops.data())] = {std::move(buffer), in_bounds, at};
   return whole;
 }
 
-void Interpreter::note_load(Frame& frame, const RefView& r, const Array* mask, SourceLoc loc) const {
-  // A window read out of bounds is a copy: the detector sees the read of the ref's part it holds.
-  for (const auto& [id, read] : frame.out_of_bounds_reads)
-    if (read.buffer.get() == r.buffer) return note(frame.ctx, AccessKind::read, read.in_bounds, loc);
-  note(frame.ctx, AccessKind::read, r, loc, mask);
+bool Interpreter::within_padding(const RefView& ref, std::span<const int64_t> starts, const ir::ViewAttr& attr) const {
+  if (!options_.padded_buffer_bounds || ref.offset != 0 || ref.shape != ref.buffer->shape) return false;
+  const Shape padded = tpu_padded_shape(ref.buffer->shape, ref.buffer->dtype, ref.buffer->space);
+  for (size_t d = 0; d < attr.dims.size(); ++d) {
+    const ir::ViewDim& dim = attr.dims[d];
+    const int64_t start = starts[d], last = dim.squeeze ? start : start + (dim.size - 1) * dim.stride;
+    if ((dim.squeeze || dim.size > 0) && (start < 0 || last >= padded[d])) return false;
+  }
+  return true;
+}
+
+void Interpreter::before_access(Frame& frame, const RefView& r, AccessKind kind, const Array* mask, SourceLoc loc) const {
+  const Frame::Shadow* shadow = frame.shadows.empty() ? nullptr : frame.shadow_of(r);
+  if (!shadow) return note(frame.ctx, kind, r, loc, mask);
+  // Poison, then what the ref holds now: the padding never keeps what a store put there, and the
+  // lanes a masked store leaves out are written back as they are.
+  const RefView whole = RefView::whole(*shadow->buffer);
+  fill_poison(whole, options_.zero_uninitialized);
+  if (num_elements(shadow->in_bounds.shape) > 0)
+    copy_box(whole.address(shadow->at), whole.strides, shadow->in_bounds.read_address(0), shadow->in_bounds.strides,
+             shadow->in_bounds.shape, dtype_size(r.buffer->dtype));
+  note(frame.ctx, kind, shadow->in_bounds, loc);
+}
+
+void Interpreter::after_store(Frame& frame, const RefView& r) const {
+  const Frame::Shadow* shadow = frame.shadows.empty() ? nullptr : frame.shadow_of(r);
+  if (!shadow || num_elements(shadow->in_bounds.shape) == 0) return;
+  const RefView whole = RefView::whole(*shadow->buffer);
+  copy_box(shadow->in_bounds.address(0), shadow->in_bounds.strides, whole.read_address(shadow->at), whole.strides,
+           shadow->in_bounds.shape, dtype_size(r.buffer->dtype));
 }
 
 void Interpreter::check_lanes(Frame& frame, ir::ValueId ref, const Array& mask, bool store) const {
@@ -430,14 +463,16 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
       try {
         set(view(ref(val(operands.ref)), starts, attr, root_buffer_name(fn_, operands.ref)));
       } catch (const Fault&) {
-        // Out of bounds: a read may pass (InterpretOptions::uninitialized_out_of_bounds_reads), a write not.
-        if (!read_only_view_.empty() && read_only_view_[id]) {
-          set(out_of_bounds_read(frame, op, ref(val(operands.ref)), starts));
+        // Out of bounds: a read may pass (InterpretOptions::uninitialized_out_of_bounds_reads), a write
+        // not; a load or store inside the buffer's padding may (padded_buffer_bounds).
+        const RefView& r = ref(val(operands.ref));
+        if ((!read_only_view_.empty() && read_only_view_[id]) ||
+            (!load_store_view_.empty() && load_store_view_[id] && within_padding(r, starts, attr))) {
+          set(out_of_bounds_window(frame, op, r, starts));
           return;
         }
         // Only masked accesses use it: they check the lanes they select (docs/design.md §4.5).
         if (!lane_checked_view_[id]) throw;
-        const RefView& r = ref(val(operands.ref));
         frame.lane_windows[op.results[0]] = {r.shape, starts, &attr, root_buffer_name(fn_, operands.ref)};
         set(view_unchecked(r, starts, attr));
       }
@@ -446,7 +481,8 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
     case OpKind::Load: {
       const ir::LoadOperands operands = ir::load_operands(op);
       if (operands.mask != ir::kNone) check_lanes(frame, operands.ref, tensor(val(operands.mask)), false);
-      if (frame.ctx.races) note_load(frame, ref(val(operands.ref)), operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask)), op.loc);
+      before_access(frame, ref(val(operands.ref)), AccessKind::read,
+                    operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask)), op.loc);
       if (operands.mask == ir::kNone) set(load(ref(val(operands.ref))));
       else
         set(load_masked(ref(val(operands.ref)), tensor(val(operands.mask)),
@@ -456,21 +492,23 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
     case OpKind::Store: {
       const ir::StoreOperands operands = ir::store_operands(op);
       if (operands.mask != ir::kNone) check_lanes(frame, operands.ref, tensor(val(operands.mask)), true);
-      note(frame.ctx, AccessKind::write, ref(val(operands.ref)), op.loc,
-           operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask)));
+      before_access(frame, ref(val(operands.ref)), AccessKind::write,
+                    operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask)), op.loc);
       if (operands.mask == ir::kNone) store(ref(val(operands.ref)), tensor(val(operands.value)));
       else store_masked(ref(val(operands.ref)), tensor(val(operands.value)), tensor(val(operands.mask)));
+      after_store(frame, ref(val(operands.ref)));
       return;
     }
     case OpKind::DotAccumulate: {
       // As the unfused ops: the dot in the accumulator's dtype, then load, add and store.
       const ir::DotOperands operands = ir::dot_operands(op);
       const RefView& acc = ref(val(operands.acc));
-      note(frame.ctx, AccessKind::read, acc, op.loc);
-      note(frame.ctx, AccessKind::write, acc, op.loc);
+      before_access(frame, acc, AccessKind::read, nullptr, op.loc);
+      before_access(frame, acc, AccessKind::write, nullptr, op.loc);
       Array product = dot_general(tensor(val(operands.lhs)), tensor(val(operands.rhs)), std::get<ir::DotAttr>(op.attr),
                                   fn_.type(operands.acc).dtype);
       store(acc, binary(OpKind::Add, load(acc), product));
+      after_store(frame, acc);
       return;
     }
     case OpKind::If: {

@@ -23,6 +23,8 @@
 
 namespace tessera::rt {
 
+enum class AccessKind : uint8_t;  // runtime/race_detector.h
+
 struct InterpretOptions {
   bool zero_uninitialized = false;  // fill uninitialised memory with zeros instead of poison
   // Ops computing float values (arithmetic, casts, reductions, dots, shape ops) are not computed:
@@ -34,6 +36,10 @@ struct InterpretOptions {
   // A view past its ref's bounds that is only loaded from reads the poison of uninitialised memory
   // outside the ref instead of failing (InterpretParams::out_of_bounds_reads = uninitialized).
   bool uninitialized_out_of_bounds_reads = false;
+  // Loads and stores through a view of a whole buffer may reach into the buffer's TPU padding
+  // (tpu_padded_shape): the padding reads as uninitialised and drops what is stored there
+  // (InterpretParams::buffer_bounds = padded).
+  bool padded_buffer_bounds = false;
   // Visit the points of the grid's parallel dims in a seeded random order per core (see
   // InterpretParams::random_parallel_order), each point's `arbitrary_steps` steps in order. The
   // seed is the launch's (schedule exploration) or `seed`, plus the core.
@@ -65,11 +71,18 @@ class Interpreter final : public Backend {
   // The logical id of the device a remote op's operands from `first` on name.
   int64_t target(Frame& frame, const ir::Op& op, ir::OperandSpan device) const;
 
-  // An out-of-bounds view of `ref` that is only read: a buffer of the view's shape holding the
-  // in-bounds elements and poison elsewhere (see InterpretOptions::uninitialized_out_of_bounds_reads).
-  RefView out_of_bounds_read(Frame& frame, const ir::Op& op, const RefView& ref, std::span<const int64_t> starts) const;
-  // Race detection's note of a load of `r` (of the ref's in-bounds part, for an out-of-bounds read).
-  void note_load(Frame& frame, const RefView& r, const Array* mask, SourceLoc loc) const;
+  // An out-of-bounds view of `ref` that only loads (and, for padded bounds, stores) go through: a
+  // buffer of the view's shape, its shadow, holding the in-bounds elements and poison elsewhere (see
+  // InterpretOptions::uninitialized_out_of_bounds_reads and padded_buffer_bounds).
+  RefView out_of_bounds_window(Frame& frame, const ir::Op& op, const RefView& ref, std::span<const int64_t> starts) const;
+  // Whether the window `attr` at `starts` of `ref` lies inside the TPU padding of ref's buffer
+  // (padded_buffer_bounds; only a whole, non-SMEM buffer is padded).
+  bool within_padding(const RefView& ref, std::span<const int64_t> starts, const ir::ViewAttr& attr) const;
+  // Before a load from or a store into `r`: race detection's note of the access and, when `r` is in a
+  // shadow, the shadow refreshed from its ref (the detector sees the ref's in-bounds part accessed).
+  void before_access(Frame& frame, const RefView& r, AccessKind kind, const Array* mask, SourceLoc loc) const;
+  // After a store into `r`: a shadow's in-bounds part written back to its ref.
+  void after_store(Frame& frame, const RefView& r) const;
   // Before a masked access through `ref`: faults when a lane `mask` selects lies outside the ref of a
   // lane-checked view whose window reaches past it.
   void check_lanes(Frame& frame, ir::ValueId ref, const Array& mask, bool store) const;
@@ -82,6 +95,9 @@ class Interpreter final : public Backend {
   InterpretOptions options_;
   // View ops whose result (and the views of it) is only loaded from: those an out-of-bounds read may pass.
   std::vector<bool> read_only_view_;
+  // View ops whose result (and the views of it) is only loaded from and stored into: those padded
+  // buffer bounds apply to.
+  std::vector<bool> load_store_view_;
   // View ops whose every use is a masked load or store: checked lane by lane there (lane_checked_views).
   std::vector<bool> lane_checked_view_;
   mutable std::mutex recorder_mutex_;  // the recorder sees one call at a time

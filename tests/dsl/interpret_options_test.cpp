@@ -267,6 +267,89 @@ TEST_SUITE("dsl") {
     CHECK_THROWS_WITH_AS(update(x), doctest::Contains("out-of-bounds slice of `output 0 block`: ds(6, 4)"), RuntimeError);
   }
 
+  std::vector<float> plus_one(const pl::Array& x) {
+    std::vector<float> v = x.to_vector<float>();
+    for (float& e : v) e += 1.0f;
+    return v;
+  }
+
+  // Interpreted with buffer_bounds = `bounds` (and uninitialised memory `memory`).
+  pl::CallOptions with_bounds(pl::BufferBounds bounds, pl::UninitializedMemory memory = pl::UninitializedMemory::nan,
+                              bool detect_races = false) {
+    pl::InterpretParams p;
+    p.buffer_bounds = bounds;
+    p.uninitialized_memory = memory;
+    p.detect_races = detect_races;
+    return testing::interpret(p);
+  }
+
+  // Loads the (rows, 128) window at the corner of a (5, 100) input's block into the output, and
+  // stores that window plus one back into the same window of a second (5, 100) output (the starts
+  // come from program_id, so only running it can tell they reach past the refs).
+  auto padded_window(int64_t rows, pl::DType dtype, const pl::CallOptions& options) {
+    auto kernel = [rows](pl::Ref x, pl::Ref window, pl::Ref plus_one) {
+      pl::Value i = pl::program_id(0);
+      window() = x(pl::ds(i, rows), pl::ds(i, 128));
+      plus_one(pl::ds(i, rows), pl::ds(i, 128)) = x(pl::ds(i, rows), pl::ds(i, 128)) + 1;
+    };
+    return pl::pallas_call(kernel, pl::GridSpec{.grid = {1}},
+                           std::vector<pl::ShapeDtype>{pl::ShapeDtype({rows, 128}, dtype), pl::ShapeDtype({5, 100}, dtype)},
+                           options);
+  }
+
+  TEST_CASE("interpret options: buffer_bounds = padded lets loads and stores reach into a TPU buffer's padding") {
+    const pl::Array x = pl::Array::arange(500, pl::f32).reshape({5, 100});
+    // Logical bounds (the default, also spelled exact): past the (5, 100) ref is out of bounds.
+    CHECK(pl::BufferBounds::exact == pl::BufferBounds::logical);
+    for (const pl::CallOptions& options : {testing::interpret(), with_bounds(pl::BufferBounds::exact)})
+      CHECK_THROWS_WITH_AS(padded_window(8, pl::f32, options)(x),
+                           doctest::Contains("out-of-bounds slice of `input 0 block`: ds(0, 8) in dimension 0"), RuntimeError);
+    // Padded: f32 rows pad to 8 and lanes to 128. The padding reads as uninitialised; what a store
+    // puts there is dropped, the rest lands.
+    for (pl::UninitializedMemory memory : {pl::UninitializedMemory::nan, pl::UninitializedMemory::zero}) {
+      const std::vector<pl::Array> out = padded_window(8, pl::f32, with_bounds(pl::BufferBounds::padded, memory))(x);
+      for (int64_t r = 0; r < 8; ++r)
+        for (int64_t c = 0; c < 128; ++c) {
+          const float got = out[0].at<float>({r, c});
+          if (r < 5 && c < 100) CHECK(got == x.at<float>({r, c}));
+          else if (memory == pl::UninitializedMemory::nan) CHECK(std::isnan(got));
+          else CHECK(got == 0.0f);
+        }
+      CHECK(out[1].to_vector<float>() == plus_one(x));
+    }
+    // bf16 rows pad to 16.
+    const pl::Array xb = x.astype(pl::bf16);
+    const std::vector<pl::Array> out = padded_window(16, pl::bf16, with_bounds(pl::BufferBounds::padded))(xb);
+    CHECK(out[0].astype(pl::f32).at<float>({4, 99}) == xb.astype(pl::f32).at<float>({4, 99}));
+    CHECK(std::isnan(out[0].astype(pl::f32).at<float>({15, 0})));
+  }
+
+  TEST_CASE("interpret options: buffer_bounds = padded still fails past the padding, and copies check the logical shape") {
+    const pl::Array x = pl::Array::arange(500, pl::f32).reshape({5, 100});
+    CHECK_THROWS_WITH_AS(padded_window(16, pl::f32, with_bounds(pl::BufferBounds::padded))(x),
+                         doctest::Contains("out-of-bounds slice of `input 0 block`: ds(0, 16) in dimension 0"), RuntimeError);
+    // A copy out of the same padded window is out of bounds: DMAs move the logical array.
+    auto copy = pl::pallas_call(
+        [](pl::Ref x, pl::Ref o, pl::Ref buf, pl::Ref sem) {
+          pl::Value i = pl::program_id(0);
+          auto c = pl::make_async_copy(x.at(pl::ds(i, 8), pl::ds(i, 128)), buf, sem);
+          c.start();
+          c.wait();
+          o() = buf();
+        },
+        pl::GridSpec{.grid = {1}, .scratch_shapes = {pl::VMEM({8, 128}, pl::f32), pl::SemaphoreType::DMA}},
+        pl::ShapeDtype({8, 128}, pl::f32), with_bounds(pl::BufferBounds::padded));
+    CHECK_THROWS_WITH_AS(copy(x), doctest::Contains("out-of-bounds slice of `input 0 block`: ds(0, 8)"), RuntimeError);
+  }
+
+  TEST_CASE("interpret options: under buffer_bounds = padded, race detection sees the ref's own part accessed") {
+    // The window's accesses are of the (5, 100) refs, not of their padding: a race-free kernel reports none.
+    const pl::Array x = pl::Array::arange(500, pl::f32).reshape({5, 100});
+    const std::vector<pl::Array> out = padded_window(8, pl::f32, with_bounds(pl::BufferBounds::padded, pl::UninitializedMemory::nan, true))(x);
+    CHECK_FALSE(pl::races_found());
+    CHECK(out[1].to_vector<float>() == plus_one(x));
+  }
+
   TEST_CASE("interpret options: an out-of-bounds read is checked for races as a read of its in-bounds part") {
     // Reads part of a copy's destination before waiting for the copy: a race on the in-bounds part.
     // Read wholly past the buffer, it touches no memory and races with nothing.

@@ -17,6 +17,19 @@ TEST_SUITE("runtime") {
     CHECK(load(RefView::whole(*z)).at<int32_t>({2}) == 0);
   }
 
+  TEST_CASE("memory: a TPU pads the last dim to 128 lanes and the one before to 32-bit rows of 8") {
+    CHECK(tpu_padded_shape({5, 100}, DType::f32, MemorySpace::VMEM) == Shape{8, 128});
+    CHECK(tpu_padded_shape({5, 100}, DType::bf16, MemorySpace::VMEM) == Shape{16, 128});
+    CHECK(tpu_padded_shape({5, 100}, DType::i8, MemorySpace::ANY) == Shape{32, 128});
+    CHECK(tpu_padded_shape({5, 100}, DType::f64, MemorySpace::VMEM) == Shape{8, 128});
+    CHECK(tpu_padded_shape({3, 16, 256}, DType::i32, MemorySpace::HBM) == Shape{3, 16, 256});
+    CHECK(tpu_padded_shape({100}, DType::f32, MemorySpace::VMEM) == Shape{128});
+    CHECK(tpu_padded_shape({}, DType::f32, MemorySpace::VMEM) == Shape{});
+    // Scalar memory and semaphores are not tiled.
+    CHECK(tpu_padded_shape({5, 100}, DType::i32, MemorySpace::SMEM) == Shape{5, 100});
+    CHECK(tpu_padded_shape({3}, DType::sem, MemorySpace::SEMAPHORE) == Shape{3});
+  }
+
   TEST_CASE("memory: views slice, stride and squeeze, and loads and stores go through them") {
     Buffer b("x", Array::arange(12, DType::i32).reshape({3, 4}), MemorySpace::VMEM, true);
     RefView whole = RefView::whole(b);
