@@ -67,6 +67,22 @@ struct IrMath {
   I sra(I x, int n) const { return b.CreateAShr(x, static_cast<uint64_t>(n)); }
 };
 
+// Marks the loop that just exited into `exit` (entered from `pre`) as one the unroller leaves
+// alone, so that the loop vectoriser sees it as a loop however short it is (it still widens and
+// interleaves it; a vector loop of one iteration folds away afterwards).
+void keep_rolled(llvm::BasicBlock* exit, llvm::BasicBlock* pre) {
+  llvm::BasicBlock* header = exit->getSinglePredecessor();
+  if (!header) return;
+  for (llvm::BasicBlock* latch : llvm::predecessors(header)) {
+    if (latch == pre) continue;
+    llvm::LLVMContext& ctx = header->getContext();
+    llvm::MDNode* disable = llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"));
+    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx, {nullptr, disable});
+    loop->replaceOperandWith(0, loop);
+    latch->getTerminator()->setMetadata(llvm::LLVMContext::MD_loop, loop);
+  }
+}
+
 }  // namespace
 
 llvm::Value* Emitter::libm(const char* f32_name, const char* f64_name, DType t, std::vector<llvm::Value*> args) {
@@ -424,17 +440,37 @@ void Emitter::reduce(const ir::Op& op) {
     // source and the accumulators at unit stride and is element-wise, so it vectorises without
     // being a reduction; a chain down each column would load one element per row stride. Each
     // result element still folds its terms with the reduced dims in increasing order, innermost
-    // last: the interpreter's order, so even sums equal the interpreter's bit for bit.
+    // last: the interpreter's order (only the order of the loops changes).
     llvm::Value* acc = temp(std::max<int64_t>(1, t.num_elements()) * static_cast<int64_t>(m_.getDataLayout().getTypeAllocSize(ct)));
+    // Each temporary is a buffer of its own, which nothing else points into: said so, the
+    // vectoriser knows the accumulators alias no operand and checks no overlap before each row.
+    if (auto* call = llvm::dyn_cast<llvm::CallInst>(acc)) call->addRetAttr(llvm::Attribute::NoAlias);
     auto acc_address = [&](const Index& o) { return b_.CreateGEP(ct, acc, linear(o, t.shape)); };
-    loop_nest(t.shape, [&](const Index& o) { b_.CreateStore(init, acc_address(o)); });
-    loop_nest(st.shape, [&](const Index& full) {
+    // Every loop over the contiguous axis stays a loop for the vectoriser: LLVM fully unrolls a
+    // short innermost loop first (16 long in a fold of (rows, n, 16)), and then vectorised the loop
+    // around it with a gather or scatter per element.
+    auto vector_loop_nest = [&](const Shape& shape, const std::function<void(const Index&)>& body) {
+      const Shape outer(shape.begin(), shape.end() - 1);
+      loop_nest(outer, [&](const Index& idx) {
+        llvm::BasicBlock* pre = b_.GetInsertBlock();
+        emit_loop(b_, shape.back(), [&](llvm::Value* i) {
+          Index full = idx;
+          full.push_back(i);
+          body(full);
+        });
+        keep_rolled(b_.GetInsertBlock(), pre);
+      });
+    };
+    vector_loop_nest(t.shape, [&](const Index& o) { b_.CreateStore(init, acc_address(o)); });
+    vector_loop_nest(st.shape, [&](const Index& full) {
       Index o;
       for (int64_t d : kept) o.push_back(full[d]);
       llvm::Value* slot = acc_address(o);
       b_.CreateStore(step(b_.CreateLoad(ct, slot), elem(src, full)), slot);
     });
-    loop_nest(t.shape, [&](const Index& o) { store_element(b_, dtype, out_address(o), finish(b_.CreateLoad(ct, acc_address(o)))); });
+    vector_loop_nest(t.shape, [&](const Index& o) {
+      store_element(b_, dtype, out_address(o), finish(b_.CreateLoad(ct, acc_address(o))));
+    });
   } else {
     // The reduced dims innermost (a row's sum): one accumulator per result element, a chain the
     // loop vectoriser splits into vector partial accumulators when the innermost dim is contiguous.
