@@ -67,22 +67,6 @@ struct IrMath {
   I sra(I x, int n) const { return b.CreateAShr(x, static_cast<uint64_t>(n)); }
 };
 
-// Marks the loop that just exited into `exit` (entered from `pre`) as one the unroller leaves
-// alone, so that the loop vectoriser sees it as a loop however short it is (it still widens and
-// interleaves it; a vector loop of one iteration folds away afterwards).
-void keep_rolled(llvm::BasicBlock* exit, llvm::BasicBlock* pre) {
-  llvm::BasicBlock* header = exit->getSinglePredecessor();
-  if (!header) return;
-  for (llvm::BasicBlock* latch : llvm::predecessors(header)) {
-    if (latch == pre) continue;
-    llvm::LLVMContext& ctx = header->getContext();
-    llvm::MDNode* disable = llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"));
-    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx, {nullptr, disable});
-    loop->replaceOperandWith(0, loop);
-    latch->getTerminator()->setMetadata(llvm::LLVMContext::MD_loop, loop);
-  }
-}
-
 }  // namespace
 
 llvm::Value* Emitter::libm(const char* f32_name, const char* f64_name, DType t, std::vector<llvm::Value*> args) {
@@ -369,6 +353,26 @@ void Emitter::emit_reshape(const ir::Op& op) {
   r.shape = fn_.type(op.results[0]).shape;
   values_[op.results[0]] = r;
 }
+
+namespace {
+
+// Marks the loop that just exited into `exit` (entered from `pre`) as one the unroller leaves
+// alone, so that the loop vectoriser sees it as a loop however short it is (it still widens and
+// interleaves it; a vector loop of one iteration folds away afterwards).
+void keep_rolled(llvm::BasicBlock* exit, llvm::BasicBlock* pre) {
+  llvm::BasicBlock* header = exit->getSinglePredecessor();
+  if (!header) return;
+  for (llvm::BasicBlock* latch : llvm::predecessors(header)) {
+    if (latch == pre) continue;
+    llvm::LLVMContext& ctx = header->getContext();
+    llvm::MDNode* disable = llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"));
+    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx, {nullptr, disable});
+    loop->replaceOperandWith(0, loop);
+    latch->getTerminator()->setMetadata(llvm::LLVMContext::MD_loop, loop);
+  }
+}
+
+}  // namespace
 
 void Emitter::reduce(const ir::Op& op) {
   const ValueId src = op.operands[0];
