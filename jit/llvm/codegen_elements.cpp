@@ -354,6 +354,26 @@ void Emitter::emit_reshape(const ir::Op& op) {
   values_[op.results[0]] = r;
 }
 
+namespace {
+
+// Marks the loop that just exited into `exit` (entered from `pre`) as one the unroller leaves
+// alone, so that the loop vectoriser sees it as a loop however short it is (it still widens and
+// interleaves it; a vector loop of one iteration folds away afterwards).
+void keep_rolled(llvm::BasicBlock* exit, llvm::BasicBlock* pre) {
+  llvm::BasicBlock* header = exit->getSinglePredecessor();
+  if (!header) return;
+  for (llvm::BasicBlock* latch : llvm::predecessors(header)) {
+    if (latch == pre) continue;
+    llvm::LLVMContext& ctx = header->getContext();
+    llvm::MDNode* disable = llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"));
+    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx, {nullptr, disable});
+    loop->replaceOperandWith(0, loop);
+    latch->getTerminator()->setMetadata(llvm::LLVMContext::MD_loop, loop);
+  }
+}
+
+}  // namespace
+
 void Emitter::reduce(const ir::Op& op) {
   const ValueId src = op.operands[0];
   const Type st = fn_.type(src), t = fn_.type(op.results[0]);
@@ -363,10 +383,11 @@ void Emitter::reduce(const ir::Op& op) {
   const DType dtype = st.dtype;
   llvm::Type* ct = compute_type(b_, dtype);
   const bool fp = ct->isFloatingPointTy();
+  auto reduced_dim = [&](int64_t d) { return std::find(axes.begin(), axes.end(), d) != axes.end(); };
   std::vector<int64_t> kept;
   Shape reduced;
   for (int64_t d = 0; d < st.rank(); ++d) {
-    if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(d);
+    if (!reduced_dim(d)) kept.push_back(d);
     else reduced.push_back(st.shape[d]);
   }
   llvm::Value* init;
@@ -375,48 +396,98 @@ void Emitter::reduce(const ir::Op& op) {
   else if (is_bool(dtype)) init = b_.getInt1(op.kind == OpKind::ReduceMin);
   else init = op.kind == OpKind::ReduceMax ? llvm::ConstantInt::get(ct, llvm::APInt::getSignedMinValue(ct->getIntegerBitWidth()))
                                            : llvm::ConstantInt::get(ct, llvm::APInt::getSignedMaxValue(ct->getIntegerBitWidth()));
-  llvm::Value* acc_slot = entry_alloca(ct, 1);
   llvm::Value* out = temp(std::max<int64_t>(1, t.num_elements()) * dtype_size(dtype));
   const OpKind kind = op.kind == OpKind::ReduceSum ? OpKind::Add : op.kind == OpKind::ReduceMax ? OpKind::Max : OpKind::Min;
-  loop_nest(t.shape, [&](const Index& o) {
-    b_.CreateStore(init, acc_slot);
-    // The reduced dims in increasing order, innermost last: the runtime's summation order.
-    loop_nest(reduced, [&](const Index& r) {
-      Index full(st.shape.size());
-      for (size_t i = 0; i < kept.size(); ++i) full[kept[i]] = o[i];
-      size_t ri = 0;
-      for (int64_t d = 0; d < st.rank(); ++d)
-        if (std::find(axes.begin(), axes.end(), d) != axes.end()) full[d] = r[ri++];
-      llvm::Value* cur = b_.CreateLoad(ct, acc_slot);
-      llvm::Value* x = elem(src, full);
-      // Floats accumulate in f32 (f64 for f64) without rounding to the dtype until the end, in a
-      // form the loop vectoriser recognises as a reduction, so that a loop over a contiguous axis
-      // becomes several vector accumulators folded at the end:
-      // - a sum is an fadd marked reassociable: §4.14 lets compiled code sum in another order;
-      // - max / min are llvm.maximum / llvm.minimum, IEEE 754-2019's maximum / minimum, which are
-      //   rules::float_max / float_min except for which NaN they return; they are associative and
-      //   commutative, so any grouping gives the interpreter's result, and the NaN is made the
-      //   canonical one once, after the loop. Not for f16: LLVM 19 narrows the maximum of two
-      //   values widened from half to a half maximum, whose x86 lowering lost NaNs (max(0, NaN)
-      //   gave 0), so f16 keeps the rule's selects.
-      llvm::Value* next = nullptr;
-      if (fp && kind == OpKind::Add) {
-        next = b_.CreateFAdd(cur, x);
-        if (auto* inst = llvm::dyn_cast<llvm::Instruction>(next)) inst->setHasAllowReassoc(true);
-      } else if (fp && dtype == DType::f16) {
-        next = binary(kind, DType::f32, cur, x);
-      } else if (fp) {
-        next = intrinsic(kind == OpKind::Max ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, {cur, x});
-      } else {
-        next = is_bool(dtype) ? (kind == OpKind::Min ? b_.CreateAnd(cur, x) : b_.CreateOr(cur, x)) : binary(kind, dtype, cur, x);
-      }
-      b_.CreateStore(next, acc_slot);
-    });
-    llvm::Value* acc = b_.CreateLoad(ct, acc_slot);
+  // One step of the fold, acc (op) x. Floats accumulate in f32 (f64 for f64) without rounding to
+  // the dtype until the end, in a form the loop vectoriser recognises as a reduction, so that a
+  // loop over a contiguous axis becomes several vector accumulators folded at the end:
+  // - a sum is an fadd marked reassociable: §4.14 lets compiled code sum in another order;
+  // - max / min are llvm.maximum / llvm.minimum, IEEE 754-2019's maximum / minimum, which are
+  //   rules::float_max / float_min except for which NaN they return; they are associative and
+  //   commutative, so any grouping gives the interpreter's result, and the NaN is made the
+  //   canonical one once, by `finish`. Not for f16: LLVM 19 narrows the maximum of two values
+  //   widened from half to a half maximum, whose x86 lowering lost NaNs (max(0, NaN) gave 0), so
+  //   f16 keeps the rule's selects.
+  auto step = [&](llvm::Value* acc, llvm::Value* x) -> llvm::Value* {
+    if (fp && kind == OpKind::Add) {
+      llvm::Value* next = b_.CreateFAdd(acc, x);
+      if (auto* inst = llvm::dyn_cast<llvm::Instruction>(next)) inst->setHasAllowReassoc(true);
+      return next;
+    }
+    if (fp && dtype == DType::f16) return binary(kind, DType::f32, acc, x);
+    if (fp) return intrinsic(kind == OpKind::Max ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, {acc, x});
+    if (is_bool(dtype)) return kind == OpKind::Min ? b_.CreateAnd(acc, x) : b_.CreateOr(acc, x);
+    return binary(kind, dtype, acc, x);
+  };
+  // The folded value as the result's element: the canonical NaN, rounded into the dtype.
+  auto finish = [&](llvm::Value* acc) {
     if (fp && kind != OpKind::Add && dtype != DType::f16) acc = b_.CreateSelect(b_.CreateFCmpUNO(acc, acc), canonical_nan(ct), acc);
-    llvm::Value* result = round_to(b_, dtype, acc);
-    store_element(b_, dtype, element_address(b_, dtype, out, t.shape.empty() ? b_.getInt64(0) : linear(o, t.shape)), result);
-  });
+    return round_to(b_, dtype, acc);
+  };
+  auto out_address = [&](const Index& o) {
+    return element_address(b_, dtype, out, t.shape.empty() ? b_.getInt64(0) : linear(o, t.shape));
+  };
+  // The source index of result index o and reduced index r.
+  auto source_index = [&](const Index& o, const Index& r) {
+    Index full(st.shape.size());
+    size_t oi = 0, ri = 0;
+    for (int64_t d = 0; d < st.rank(); ++d) full[d] = reduced_dim(d) ? r[ri++] : o[oi++];
+    return full;
+  };
+  // The innermost dim that is not 1 (the one a loop over the source walks contiguously).
+  int64_t inner = st.rank() - 1;
+  while (inner >= 0 && st.shape[inner] == 1) --inner;
+  if (inner >= 0 && !reduced_dim(inner)) {
+    // A contiguous axis is kept (column sums, a middle axis of three): the source is walked in its
+    // own order, each slice over the reduced dims folded element by element into a buffer of
+    // accumulators shaped like the result ("row into row"). The innermost loop then reads the
+    // source and the accumulators at unit stride and is element-wise, so it vectorises without
+    // being a reduction; a chain down each column would load one element per row stride. Each
+    // result element still folds its terms with the reduced dims in increasing order, innermost
+    // last: the interpreter's order (only the order of the loops changes).
+    llvm::Value* acc = temp(std::max<int64_t>(1, t.num_elements()) * static_cast<int64_t>(m_.getDataLayout().getTypeAllocSize(ct)));
+    // Each temporary is a buffer of its own, which nothing else points into: said so, the
+    // vectoriser knows the accumulators alias no operand and checks no overlap before each row.
+    if (auto* call = llvm::dyn_cast<llvm::CallInst>(acc)) call->addRetAttr(llvm::Attribute::NoAlias);
+    auto acc_address = [&](const Index& o) { return b_.CreateGEP(ct, acc, linear(o, t.shape)); };
+    // Every loop over the contiguous axis stays a loop for the vectoriser: LLVM fully unrolls a
+    // short innermost loop first (16 long in a fold of (rows, n, 16)), and then vectorised the loop
+    // around it with a gather or scatter per element.
+    auto vector_loop_nest = [&](const Shape& shape, const std::function<void(const Index&)>& body) {
+      const Shape outer(shape.begin(), shape.end() - 1);
+      loop_nest(outer, [&](const Index& idx) {
+        llvm::BasicBlock* pre = b_.GetInsertBlock();
+        emit_loop(b_, shape.back(), [&](llvm::Value* i) {
+          Index full = idx;
+          full.push_back(i);
+          body(full);
+        });
+        keep_rolled(b_.GetInsertBlock(), pre);
+      });
+    };
+    vector_loop_nest(t.shape, [&](const Index& o) { b_.CreateStore(init, acc_address(o)); });
+    vector_loop_nest(st.shape, [&](const Index& full) {
+      Index o;
+      for (int64_t d : kept) o.push_back(full[d]);
+      llvm::Value* slot = acc_address(o);
+      b_.CreateStore(step(b_.CreateLoad(ct, slot), elem(src, full)), slot);
+    });
+    vector_loop_nest(t.shape, [&](const Index& o) {
+      store_element(b_, dtype, out_address(o), finish(b_.CreateLoad(ct, acc_address(o))));
+    });
+  } else {
+    // The reduced dims innermost (a row's sum): one accumulator per result element, a chain the
+    // loop vectoriser splits into vector partial accumulators when the innermost dim is contiguous.
+    llvm::Value* acc_slot = entry_alloca(ct, 1);
+    loop_nest(t.shape, [&](const Index& o) {
+      b_.CreateStore(init, acc_slot);
+      // The reduced dims in increasing order, innermost last: the runtime's summation order.
+      loop_nest(reduced, [&](const Index& r) {
+        b_.CreateStore(step(b_.CreateLoad(ct, acc_slot), elem(src, source_index(o, r))), acc_slot);
+      });
+      store_element(b_, dtype, out_address(o), finish(b_.CreateLoad(ct, acc_slot)));
+    });
+  }
   if (t.is_scalar()) {
     set_scalar(op.results[0], dtype, load_element(b_, dtype, out));
     return;

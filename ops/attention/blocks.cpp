@@ -136,23 +136,9 @@ Value block_logits(const Problem& p, const Value& q, const Value& k, const Value
   return keep ? where(*keep, s, kMaskValue) : s;
 }
 
-namespace {
-constexpr int64_t kFold = 16;
-Value folded(const Value& x) {
-  const int64_t rows = x.shape()[0], cols = x.shape()[1];
-  return cols % kFold == 0 && cols > kFold ? x.reshape({rows, cols / kFold, kFold}) : x;
-}
-}  // namespace
+Value row_max(const Value& x) { return x.max(1, /*keepdims=*/true); }
 
-Value row_max(const Value& x) {
-  Value f = folded(x);
-  return (f.rank() == 3 ? f.max(1) : f).max(1, /*keepdims=*/true);
-}
-
-Value row_sum(const Value& x) {
-  Value f = folded(x);
-  return (f.rank() == 3 ? f.sum(1) : f).sum(1, /*keepdims=*/true);
-}
+Value row_sum(const Value& x) { return x.sum(1, /*keepdims=*/true); }
 
 void online_softmax_step(const Ref& m, const Ref& l, const Ref& acc, const Value& s, const Value& v, DType dtype) {
   Value m_prev = m();

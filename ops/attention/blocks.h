@@ -62,13 +62,10 @@ Value block_logits(const Problem& p, const Value& q, const Value& k, const Value
 // then has a finite max, and exp(s - max) never computes -inf - -inf.
 inline constexpr float kMaskValue = -0.7f * 3.4028235e38f;
 
-// The max and the sum of each row of a (rows, cols) f32 block, as (rows, 1). Where cols is a
-// multiple of 16 (an AVX-512 vector of f32) the row is first folded to 16 partial results, a
-// reduction over the middle axis of (rows, cols / 16, 16), which compiles to element-wise vector
-// ops; the reduction over the last axis that finishes it is 16 long. Reducing a whole 128-wide row
-// over the last axis compiles to one scalar chain per row: it took the forward from 40 to 14
-// GFLOP/s (seq 2048, head_dim 64, f32). The sum's order changes with the fold; both backends run
-// the same folded IR.
+// The max and the sum of each row of a (rows, cols) f32 block, as (rows, 1): reductions over the
+// last axis, which compiled code runs as vector partial accumulators (§4.14). The kernels used to
+// fold each row to 16 partials first (a reduction over the middle axis of (rows, cols / 16, 16)),
+// from when a last-axis reduction compiled to one scalar chain per row; the fold no longer paid.
 Value row_max(const Value& x);
 Value row_sum(const Value& x);
 
