@@ -8,9 +8,11 @@
 //   grouped_matmul [--json results.json] [--runs N]
 //   grouped_matmul --profile OP --dtype f32|bf16 [--groups 1|8] [--aligned] [--threads T] [--iters N]
 //
-// --profile runs only OP (gmm, tgmm, dense: the gmm-shaped matmul, dense_t: the tgmm-shaped one)
-// N times after a warm-up and prints nothing else, for `perf record` / `perf stat` to see that op
-// alone; --groups 1 puts every row in one group (no boundary tiles).
+// --profile runs only OP (gmm, tgmm, dense: the gmm-shaped matmul, dense_t: the tgmm-shaped one,
+// dense_n: the gmm-shaped matmul on gmm's grid order, n tiles outermost) N times after a warm-up
+// and prints one line, its wall and CPU-time medians, for `perf record` to see that op alone and
+// for comparing builds on a loaded machine; --groups 1 puts every row in one group and --aligned
+// makes the 8 groups whole m-tiles (neither has boundary tiles).
 #include <fmt/format.h>
 
 #include <tessera/megablox.hpp>
@@ -110,12 +112,22 @@ int profile(int argc, char** argv) {
   const mb::Tiling tiling{128, 128, 128};
   std::function<void()> f;
   auto dense = op == "dense" ? seed::make_matmul(m, k, n, pl::f32, {}) : seed::make_matmul(k, m, n, pl::f32, {});
+  // The gmm-shaped dense matmul on gmm's grid order, (n, m, k): n outer, so lhs is read once per n
+  // tile instead of once, as gmm reads it.
+  auto dense_n_outer = pl::pallas_call(
+      seed::matmul_kernel,
+      pl::GridSpec{.grid = {n / 128, m / 128, k / 128},
+                   .in_specs = {seed::block(1, 2), seed::block(2, 0)},
+                   .out_specs = {seed::block(1, 0)},
+                   .scratch_shapes = {pl::VMEM({128, 128}, pl::f32)}},
+      pl::ShapeDtype({m, n}, pl::f32), {.compiler_params = {.dimension_semantics = {pl::parallel, pl::arbitrary, pl::arbitrary}}});
   if (op == "gmm") f = [&] { mb::gmm(lhs, rhs, group_sizes, {.tiling = tiling}); };
   else if (op == "tgmm") f = [&] { mb::tgmm(lhs_t, dout, group_sizes, {.tiling = tiling}); };
   else if (op == "dense") f = [&] { dense(lhs, rhs0); };
   else if (op == "dense_t") f = [&] { dense(lhs_t, dout); };
+  else if (op == "dense_n") f = [&] { dense_n_outer(lhs, rhs0); };
   else {
-    std::fprintf(stderr, "--profile: unknown op '%s'; pass gmm, tgmm, dense or dense_t\n", op.c_str());
+    std::fprintf(stderr, "--profile: unknown op '%s'; pass gmm, tgmm, dense, dense_t or dense_n\n", op.c_str());
     return 2;
   }
   // CPU time of the process too: on a loaded machine it leaves out the time spent waiting for a core.
