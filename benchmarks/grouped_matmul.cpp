@@ -6,11 +6,19 @@
 // all measured in the same run.
 //
 //   grouped_matmul [--json results.json] [--runs N]
+//   grouped_matmul --profile OP --dtype f32|bf16 [--groups 1|8] [--aligned] [--threads T] [--iters N]
+//
+// --profile runs only OP (gmm, tgmm, dense: the gmm-shaped matmul, dense_t: the tgmm-shaped one,
+// dense_n: the gmm-shaped matmul on gmm's grid order, n tiles outermost) N times after a warm-up
+// and prints one line, its wall and CPU-time medians, for `perf record` to see that op alone and
+// for comparing builds on a loaded machine; --groups 1 puts every row in one group and --aligned
+// makes the 8 groups whole m-tiles (neither has boundary tiles).
 #include <fmt/format.h>
 
 #include <tessera/megablox.hpp>
 
 #include <cstdlib>
+#include <ctime>
 
 #include "benchmarks/bench_util.h"
 #include "benchmarks/openblas.h"
@@ -82,9 +90,70 @@ bench::Report run(const Problem& p, int threads, int runs) {
   return report;
 }
 
+// The --profile mode: one op, one dtype, repeated.
+int profile(int argc, char** argv) {
+  const std::string op = bench::arg(argc, argv, "--profile", "gmm");
+  const pl::DType dt = bench::arg(argc, argv, "--dtype", "f32") == "bf16" ? pl::bf16 : pl::f32;
+  const int groups = std::atoi(bench::arg(argc, argv, "--groups", "8").c_str());
+  const int iters = std::atoi(bench::arg(argc, argv, "--iters", "20").c_str());
+  pl::set_num_threads(std::atoi(bench::arg(argc, argv, "--threads", "1").c_str()));
+  // --aligned: 8 groups of whole m-tiles (no tile crosses a boundary), to tell the cost of more
+  // groups (more rhs to read and pack) from that of boundary tiles.
+  const std::vector<int32_t> aligned{256, 384, 0, 128, 384, 128, 512, 256};
+  const std::vector<int32_t> sizes = groups == 1                           ? std::vector<int32_t>{static_cast<int32_t>(m)}
+                                     : bench::has_flag(argc, argv, "--aligned") ? aligned
+                                                                                : kSizes;
+  const int64_t g = static_cast<int64_t>(sizes.size());
+  const pl::Array group_sizes = pl::Array::from_vector(sizes, {g});
+  const pl::Array lhs = pl::Array::random_normal({m, k}, pl::f32, 0).astype(dt);
+  const pl::Array rhs = pl::Array::random_normal({g, k, n}, pl::f32, 1).astype(dt);
+  const pl::Array dout = pl::Array::random_normal({m, n}, pl::f32, 2).astype(dt), lhs_t = pl::transpose(lhs);
+  const pl::Array rhs0 = pl::dynamic_slice_in_dim(rhs, 0, 1, 0).reshape({k, n});
+  const mb::Tiling tiling{128, 128, 128};
+  std::function<void()> f;
+  auto dense = op == "dense" ? seed::make_matmul(m, k, n, pl::f32, {}) : seed::make_matmul(k, m, n, pl::f32, {});
+  // The gmm-shaped dense matmul on gmm's grid order, (n, m, k): n outer, so lhs is read once per n
+  // tile instead of once, as gmm reads it.
+  auto dense_n_outer = pl::pallas_call(
+      seed::matmul_kernel,
+      pl::GridSpec{.grid = {n / 128, m / 128, k / 128},
+                   .in_specs = {seed::block(1, 2), seed::block(2, 0)},
+                   .out_specs = {seed::block(1, 0)},
+                   .scratch_shapes = {pl::VMEM({128, 128}, pl::f32)}},
+      pl::ShapeDtype({m, n}, pl::f32), {.compiler_params = {.dimension_semantics = {pl::parallel, pl::arbitrary, pl::arbitrary}}});
+  if (op == "gmm") f = [&] { mb::gmm(lhs, rhs, group_sizes, {.tiling = tiling}); };
+  else if (op == "tgmm") f = [&] { mb::tgmm(lhs_t, dout, group_sizes, {.tiling = tiling}); };
+  else if (op == "dense") f = [&] { dense(lhs, rhs0); };
+  else if (op == "dense_t") f = [&] { dense(lhs_t, dout); };
+  else if (op == "dense_n") f = [&] { dense_n_outer(lhs, rhs0); };
+  else {
+    std::fprintf(stderr, "--profile: unknown op '%s'; pass gmm, tgmm, dense, dense_t or dense_n\n", op.c_str());
+    return 2;
+  }
+  // CPU time of the process too: on a loaded machine it leaves out the time spent waiting for a core.
+  auto cpu_seconds = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  f();
+  bench::Stats cpu;
+  const bench::Stats s = bench::measure(
+      [&] {
+        const double c0 = cpu_seconds();
+        f();
+        cpu.seconds.push_back(cpu_seconds() - c0);
+      },
+      iters, 0);
+  std::printf("%s %s groups=%d: median %.3f ms, cpu %.3f ms\n", op.c_str(), pl::dtype_name(dt).data(), groups,
+              s.median() * 1e3, cpu.median() * 1e3);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!bench::arg(argc, argv, "--profile", "").empty()) return profile(argc, argv);
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
   const Problem p;
   std::vector<bench::Report> reports;

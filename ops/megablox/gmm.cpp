@@ -137,9 +137,6 @@ struct StepRows {
     start = offsets[group];
     end = offsets[group + 1];
   }
-  // Whether rows [first, first + n) all belong to the group, or some of them.
-  Value all_in(const Operand& first, int64_t n) const { return (start <= first) && (first + static_cast<int32_t>(n) <= end); }
-  Value some_in(const Operand& first, int64_t n) const { return (start < first + static_cast<int32_t>(n)) && (first < end); }
   // The group's rows among rows [first, first + shape[dim]) as a mask of `shape`, rows along `dim`.
   Value mask(const Operand& first, const Shape& shape, int dim) const {
     Value rows = iota(shape, dim) + first;
@@ -147,50 +144,62 @@ struct StepRows {
   }
 };
 
-// Where an m-tile crosses a group boundary (a tile visited once per group it holds), each visit
-// computes about its group's rows only, not all tm of them. gmm's rows are its dot's free dim: the
-// tile is taken in chunks of the micro-kernel's 8 rows and the chunks holding none of the group's
-// rows are skipped (a chunk's dot costs per row what the whole tile's does, and 8 rows waste least:
-// a boundary chunk is computed once for each group it holds). tgmm's rows are its dot's contracted
-// dim, and every dot reads and writes the whole tk x tn accumulator, so its visit runs one dot over
-// the span of 16-row chunks holding the group's rows instead of one per chunk: 16 rows (against 32)
-// took tgmm from 0.80x to 0.85x the dense matmul f32 and 0.77x to 0.82x bf16, for one branch per
-// span length (8 on 128-tiles).
-constexpr int64_t kGmmChunk = 8, kTgmmChunk = 16;
-int64_t boundary_chunk(int64_t tm, int64_t chunk) { return tm % chunk == 0 ? chunk : tm; }
+// Where an m-tile crosses a group boundary it is visited once per group it holds, and each visit
+// computes about its group's rows only, in chunks of the micro-kernel's 8 rows (the whole tile when
+// tm is not a multiple of 8): a visit's rows [lo, hi) (tile rows) cover whole chunks and, where lo
+// or hi falls inside a chunk, that chunk partly (a ragged chunk, shared with another group and
+// computed for each).
+constexpr int64_t kChunk = 8;
 
-// Runs body(first, n, inside) for the rows of the step's m-tile that hold rows of its group (rows
-// [first, first + n) of the tile): the whole tile at once, with `inside` true, when it lies inside
-// the group; else each chunk of kGmmChunk rows that holds some, `inside` false.
-template <class F>
-void for_group_chunks(const StepRows& rows, int64_t tm, F&& body) {
-  const int64_t chunk = boundary_chunk(tm, kGmmChunk);
-  cond(
-      rows.all_in(rows.row0, tm), [&] { body(Operand(0), tm, true); },
-      [&] {
-        loop(0, static_cast<int32_t>(tm / chunk), [&](Value i) {
-          Value first = i * static_cast<int32_t>(chunk);
-          when(rows.some_in(rows.row0 + first, chunk), [&] { body(first, chunk, false); });
+struct TileSpan {
+  int64_t tm = 0, unit = 0;
+  Value lo, hi;  // the group's rows of the tile, as tile rows (lo >= hi: none)
+  TileSpan(const StepRows& rows, int64_t tm_) : tm(tm_), unit(tm_ % kChunk == 0 ? kChunk : tm_) {
+    lo = maximum(rows.start - rows.row0, 0);
+    hi = minimum(rows.end - rows.row0, static_cast<int32_t>(tm));
+  }
+  int32_t u() const { return static_cast<int32_t>(unit); }
+  Value any() const { return lo < hi; }
+  // Chunk indices: the first holding a row of the group, the first holding only rows past it, the
+  // first wholly the group's and the first past the whole chunks.
+  Value first_chunk() const { return lo / u(); }
+  Value past_chunk() const { return (hi + (u() - 1)) / u(); }
+  Value first_whole() const { return (lo + (u() - 1)) / u(); }
+  Value past_whole() const { return hi / u(); }
+  // Whether lo or hi falls inside a chunk (the chunk then holds rows of another group too).
+  Value ragged_lo() const { return any() && (lo % u() != 0); }
+  Value ragged_hi() const { return any() && (hi % u() != 0) && (lo % u() == 0 || first_chunk() != past_whole()); }
+
+  Value inside() const { return lo == 0 && hi == static_cast<int32_t>(tm); }
+  // gmm's dot: rows are its free dim, so a chunk's dot costs per row what the whole tile's does, and
+  // one chunk at a time wastes least. body(first, n) for each chunk holding rows of the group (first
+  // a tile row, n its static row count), or once for the whole tile when it lies inside the group.
+  // Pieces of 2^j chunks (up to five dots a visit) measured 5% slower here.
+  template <class F>
+  void chunk_loop(F&& body) const {
+    cond(
+        inside(), [&] { body(Operand(0), tm); },
+        [&] {
+          loop(0, static_cast<int32_t>(tm / unit), [&](Value i) {
+            when(any() && i >= first_chunk() && i < past_chunk(), [&] { body(i * u(), unit); });
+          });
         });
-      });
-}
-
-// As for_group_chunks, but a tile across a boundary runs body once, over the span of kTgmmChunk-row
-// chunks from the first to the last that holds rows of the group (none for an empty group): one
-// branch per span length, each with the span's start as a runtime offset.
-template <class F>
-void for_group_span(const StepRows& rows, int64_t tm, F&& body) {
-  const int32_t chunk = static_cast<int32_t>(boundary_chunk(tm, kTgmmChunk));
-  cond(
-      rows.all_in(rows.row0, tm), [&] { body(Operand(0), tm, true); },
-      [&] {
-        // The group's rows of the tile, [lo, hi), as tile rows.
-        Value lo = maximum(rows.start - rows.row0, 0), hi = minimum(rows.end - rows.row0, static_cast<int32_t>(tm));
-        Value first_chunk = lo / chunk, chunks = (hi + (chunk - 1)) / chunk - first_chunk;
-        for (int32_t n = 1; n <= tm / chunk; ++n)
-          when((lo < hi) && (chunks == n), [&] { body(first_chunk * chunk, int64_t{n} * chunk, false); });
-      });
-}
+  }
+  // tgmm's dot: rows are its contracted dim and every dot reads and writes the whole tk x tn
+  // accumulator, so a visit runs as few dots as it can: body(first, n, ragged) once over all the
+  // chunks wholly the group's (one branch per count of them: 16 on 128-tiles), then once for each
+  // ragged chunk; first is a tile row, n a static row count. Splitting the whole chunks instead into
+  // pieces of 2^j chunks (at most five branches) compiled in a third of the time but ran 4% (f32)
+  // and 7% (bf16) slower; pairs of chunks plus the odd one (nine branches) fell in between.
+  template <class F>
+  void whole_then_ragged(F&& body) const {
+    const Value count = past_whole() - first_whole();
+    for (int64_t c = 1; c <= tm / unit; ++c)
+      when(count == static_cast<int32_t>(c), [&] { body(first_whole() * u(), c * unit, false); });
+    when(ragged_lo(), [&] { body(first_chunk() * u(), unit, true); });
+    when(ragged_hi(), [&] { body(past_whole() * u(), unit, true); });
+  }
+};
 
 void gmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_ids, Ref lhs, Ref rhs,
                 const std::optional<Ref>& existing, Ref out, Ref acc) {
@@ -203,16 +212,17 @@ void gmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_id
     when(first_visit, [&] { out() = (*existing)(); });
   }
   const StepRows rows(offsets, group_ids, m_tile_ids, grid_id, c.t.tm);
+  const TileSpan span(rows, c.t.tm);
   // The partial last k tile reads past k: zero those columns (rows of a transposed rhs).
   auto mask_k_rem = [&](const Value& x, int dim) {
-    if (c.k_rem == 0) return x;
     return where(iota(x.shape(), dim) < static_cast<int32_t>(c.k_rem), x.astype(DType::f32), 0).astype(x.dtype());
   };
-  auto accumulate = [&](bool last_k) {
-    // Rows of acc outside the group are never stored, so only the chunks holding none are skipped.
-    for_group_chunks(rows, c.t.tm, [&](const Operand& first, int64_t n, bool) {
+  // gmm's rows are its dot's free dim: rows of acc outside the group are computed where they share a
+  // chunk with the group's, and never stored.
+  auto accumulate = [&](bool mask_k) {
+    span.chunk_loop([&](const Operand& first, int64_t n) {
       Value l = lhs.at(ds(first, n), all)(), r = rhs();
-      if (last_k) {
+      if (mask_k) {
         l = mask_k_rem(l, 1);
         r = mask_k_rem(r, c.transpose_rhs ? 1 : 0);
       }
@@ -221,19 +231,24 @@ void gmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_id
         acc.at(ds(first, n), all)() += dot_general(l.astype(c.input), r.astype(c.input), dims, DType::f32);
       });
     });
-    if (last_k) {
-      // A tile inside the group is all the group's: acc as it is, without reading the block back.
-      named_scope("store", [&] {
-        cond(
-            rows.all_in(rows.row0, c.t.tm), [&] { out() = acc().astype(c.out); },
-            [&] {
-              Value mask = rows.mask(rows.row0, {c.t.tm, c.t.tn}, 0);
-              out() = select(mask, acc(), out().astype(DType::f32)).astype(c.out);
-            });
-      });
-    }
   };
-  cond(k_i == static_cast<int32_t>(c.tiles_k - 1), [&] { accumulate(true); }, [&] { accumulate(false); });
+  const Value last_k = k_i == static_cast<int32_t>(c.tiles_k - 1);
+  if (c.k_rem == 0) accumulate(false);
+  else cond(last_k, [&] { accumulate(true); }, [&] { accumulate(false); });
+  // A tile inside the group stores acc as it is, without reading the block back; a boundary visit
+  // merges its group's rows into the block. (Storing only the chunks holding the group's rows
+  // measured no faster and tripled the kernel's compile time.)
+  when(last_k, [&] {
+    named_scope("store", [&] {
+      auto store = [&](const Operand& first, int64_t n, bool masked) {
+        Value sum = acc.at(ds(first, n), all)();
+        Ref to = out.at(ds(first, n), all);
+        if (masked) sum = select(rows.mask(rows.row0 + first, {n, c.t.tn}, 0), sum, to().astype(DType::f32));
+        to() = sum.astype(c.out);
+      };
+      cond(span.inside(), [&] { store(Operand(0), c.t.tm, false); }, [&] { store(Operand(0), c.t.tm, true); });
+    });
+  });
 }
 
 // lhs arrives as (k, m) blocks, rhs as (m, n): the tiles' m is the contracted dim.
@@ -249,20 +264,20 @@ void tgmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_i
   // caches (tgmm f32 0.74x against 0.89x the dense matmul, bf16 0.64x against 0.73x).
   when((grid_id == 0) || (prev_group != group), [&] { acc() = zeros_like(acc); });
   // Empty groups get a step only so that their output is written (zeros): no chunk holds their rows.
+  // tgmm's rows are its dot's contracted dim, so a chunk shared with another group has that group's
+  // rows zeroed in both operands before its dot; the whole chunks are read as they are.
   const StepRows rows(offsets, group_ids, m_tile_ids, grid_id, c.t.tm);
-  for_group_span(rows, c.t.tm, [&](const Operand& first, int64_t n, bool inside) {
+  const TileSpan span(rows, c.t.tm);
+  span.whole_then_ragged([&](const Value& first, int64_t n, bool ragged) {
     Value l = lhs.at(all, ds(first, n))(), r = rhs.at(ds(first, n), all)();
-    // A span across a group boundary zeroes the other groups' rows of both operands.
     auto masked = [&](const Value& x, int dim) {
       return select(rows.mask(rows.row0 + first, x.shape(), dim), x, zeros(x.shape(), x.dtype()));
     };
-    auto dot_of = [&](const Value& a, const Value& b) {
-      named_scope("dot", [&] { acc() += dot(a.astype(c.input), b.astype(c.input), DType::f32); });
-    };
-    // A span is masked even where the boundary falls between chunks and it is all the group's: that
-    // is rare, and a second, unmasked dot per span length doubled the kernel's compile time.
-    if (inside) dot_of(l, r);
-    else dot_of(masked(l, 1), masked(r, 0));
+    if (ragged) {
+      l = masked(l, 1);
+      r = masked(r, 0);
+    }
+    named_scope("dot", [&] { acc() += dot(l.astype(c.input), r.astype(c.input), DType::f32); });
   });
   Value is_end = grid_id == num_programs(2) - 1;
   Value next = where(is_end, grid_id, grid_id + 1);

@@ -67,6 +67,28 @@ pl::Array sizes_array(const std::vector<int32_t>& s) {
 // output's rounding dominates.
 double tol(pl::DType in, pl::DType out) { return in == pl::bf16 || out == pl::bf16 ? 3e-2 : 1e-4; }
 
+// gmm and tgmm of random operands (seeded from `seed`) against the references, f32 and bf16, in
+// every backend, for each tiling.
+void check_gmm_and_tgmm(const std::vector<int32_t>& sizes, int64_t m, int64_t k, int64_t n,
+                        const std::vector<mb::Tiling>& tilings, uint64_t seed) {
+  const auto groups = static_cast<int64_t>(sizes.size());
+  for (pl::DType dt : {pl::f32, pl::bf16}) {
+    pl::Array x = pl::Array::random_normal({m, k}, dt, seed), w = pl::Array::random_normal({groups, k, n}, dt, seed + 1);
+    pl::Array xt = pl::Array::random_normal({k, m}, dt, seed + 2), dy = pl::Array::random_normal({m, n}, dt, seed + 3);
+    pl::Array want_gmm = naive_gmm(x, w, sizes, 0, false, nullptr, pl::f32);
+    pl::Array want_tgmm = naive_tgmm(xt, dy, sizes, 0, groups, nullptr, pl::f32);
+    for (const mb::Tiling& tiling : tilings) {
+      for (auto& b : testing::backends()) {
+        INFO("dtype " << pl::dtype_name(dt) << ", tm " << tiling.tm << ", " << b.name);
+        CHECK(pl::allclose(mb::gmm(x, w, sizes_array(sizes), {.tiling = tiling, .interpret = b.options.interpret}),
+                           want_gmm, tol(dt, pl::f32), tol(dt, pl::f32)));
+        CHECK(pl::allclose(mb::tgmm(xt, dy, sizes_array(sizes), {.tiling = tiling, .interpret = b.options.interpret}),
+                           want_tgmm, tol(dt, pl::f32), tol(dt, pl::f32)));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("ops") {
@@ -170,26 +192,20 @@ TEST_SUITE("ops") {
     }
   }
 
-  // m-tiles of 64 rows, which the kernels split into chunks of 32 where a group boundary crosses the
+  // m-tiles of 64 rows, which the kernels split into chunks of 8 where a group boundary crosses the
   // tile: groups ending inside the first chunk, at a chunk's edge, inside a later chunk, a group
   // wholly inside one chunk, an empty group, and a tile wholly inside one group.
   TEST_CASE("megablox: gmm and tgmm on m-tiles split in chunks at group boundaries match the reference") {
-    const std::vector<int32_t> sizes{5, 27, 0, 40, 3, 53, 64};
-    const int64_t m = 192, k = 40, n = 48;
-    for (pl::DType dt : {pl::f32, pl::bf16}) {
-      pl::Array x = pl::Array::random_normal({m, k}, dt, 11), w = pl::Array::random_normal({7, k, n}, dt, 12);
-      pl::Array xt = pl::Array::random_normal({k, m}, dt, 13), dy = pl::Array::random_normal({m, n}, dt, 14);
-      pl::Array want_gmm = naive_gmm(x, w, sizes, 0, false, nullptr, pl::f32);
-      pl::Array want_tgmm = naive_tgmm(xt, dy, sizes, 0, 7, nullptr, pl::f32);
-      for (auto& b : testing::backends()) {
-        INFO("dtype " << pl::dtype_name(dt) << ", " << b.name);
-        const mb::Tiling tiling{64, 16, 32};
-        CHECK(pl::allclose(mb::gmm(x, w, sizes_array(sizes), {.tiling = tiling, .interpret = b.options.interpret}),
-                           want_gmm, tol(dt, pl::f32), tol(dt, pl::f32)));
-        CHECK(pl::allclose(mb::tgmm(xt, dy, sizes_array(sizes), {.tiling = tiling, .interpret = b.options.interpret}),
-                           want_tgmm, tol(dt, pl::f32), tol(dt, pl::f32)));
-      }
-    }
+    check_gmm_and_tgmm({5, 27, 0, 40, 3, 53, 64}, 192, 40, 48, {mb::Tiling{64, 16, 32}}, 11);
+  }
+
+  // Groups chosen so that tiles hold: a group inside one 8-row chunk with both ends ragged (rows
+  // 3-6), runs of whole chunks of every piece size tgmm takes (8 to 64 rows) between ragged ends, a
+  // group ending on a chunk boundary, one starting on one, an empty group inside a chunk, and groups
+  // spanning tiles; on 128-row tiles, and on 12-row tiles, which are not cut in chunks.
+  TEST_CASE("megablox: gmm and tgmm on boundary tiles taken as pieces of whole chunks and ragged chunks") {
+    check_gmm_and_tgmm({3, 3, 117, 0, 8, 5, 120, 56, 11, 61}, 384, 24, 40,
+                       {mb::Tiling{128, 16, 32}, mb::Tiling{12, 16, 32}}, 21);
   }
 
   TEST_CASE("megablox: tgmm over a shard of groups, accumulating into existing_out") {
