@@ -13,6 +13,8 @@
 #include <memory>
 #include <thread>
 
+#include <sys/statvfs.h>
+
 #include "runtime/collective.h"
 #include "runtime/launch.h"
 #include "runtime/memory.h"
@@ -158,7 +160,7 @@ class MpiTransport final : public Transport {
       MPI_Win_unlock_all(segment_);
       // Arrays still in the segment keep it mapped (freeing it would leave them dangling): MPI_Finalize
       // then takes it down with the process.
-      if (heap_->used() == 0) MPI_Win_free(&segment_);
+      if (!heap_ || heap_->used() == 0) MPI_Win_free(&segment_);
     }
     if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
     if (memory_ != MPI_WIN_NULL) {
@@ -469,6 +471,16 @@ public:
   void open_segment(int64_t bytes) {
     check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_), "MPI_Comm_split_type");
     MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN);
+    int node_size = 0;
+    MPI_Comm_size(node_, &node_size);
+    // Open MPI keeps the segment in /dev/shm, and a page touched there beyond its free space is a
+    // SIGBUS, not an error (a container's /dev/shm may be 64 MiB): each process takes at most half of
+    // what is free divided among the processes of the host. Below 1 MiB it takes none (the heap then).
+    if (struct statvfs fs; statvfs("/dev/shm", &fs) == 0) {
+      const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+      bytes = std::min(bytes, free_bytes / 2 / node_size);
+      if (bytes < (int64_t{1} << 20)) bytes = 0;
+    }
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each part page-aligned on its own
@@ -479,8 +491,6 @@ public:
     MPI_Win_set_errhandler(segment_, MPI_ERRORS_RETURN);
     // MPI_Win_sync, the memory barrier of the shared-memory model, needs an epoch.
     check(MPI_Win_lock_all(MPI_MODE_NOCHECK, segment_), "MPI_Win_lock_all");
-    int node_size = 0;
-    MPI_Comm_size(node_, &node_size);
     MPI_Group world_group, node_group;
     MPI_Comm_group(comm_, &world_group);
     MPI_Comm_group(node_, &node_group);
@@ -499,7 +509,7 @@ public:
       mapped_[static_cast<size_t>(world_ranks[static_cast<size_t>(i)])] = static_cast<std::byte*>(at);
     }
     one_host_ = node_size == size_;
-    heap_ = std::make_shared<SegmentHeap>(static_cast<std::byte*>(base), bytes);
+    if (bytes > 0) heap_ = std::make_shared<SegmentHeap>(static_cast<std::byte*>(base), bytes);
   }
 
   struct Attached {

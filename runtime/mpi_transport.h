@@ -20,7 +20,9 @@ struct Options {
   // while a shard_map over processes runs, arrays of 16 KiB or more (kernel operands, outputs, scratch)
   // come from it, so that a process on the same host copies into them with a memcpy. Virtual memory:
   // pages cost only once touched. When it is full, arrays come from the heap, and copies into them
-  // take the slower dynamic window. 0: no segment.
+  // take the slower dynamic window. Capped at half of /dev/shm's free space divided among the
+  // processes of the host (where Open MPI keeps it: a page past the end of /dev/shm is a SIGBUS).
+  // 0: no segment.
   int64_t shared_bytes = int64_t{1} << 30;
 };
 
