@@ -12,7 +12,7 @@ namespace distributed {
 
 void initialize(const Options& options, std::source_location loc) {
 #if defined(TESSERA_MPI) && TESSERA_MPI
-  rt::mpi::initialize(rt::mpi::Options{options.window_bytes}, loc);
+  rt::mpi::initialize(rt::mpi::Options{.window_bytes = options.window_bytes, .shared_bytes = options.shared_bytes}, loc);
 #else
   (void)options;
   throw UserError("pl::distributed::initialize: this build of tessera has no MPI transport",

@@ -23,6 +23,12 @@ struct Options {
   // Bytes of this process's MPI window: remote copies and signals that other processes send it land
   // there first. One shard_map call may send a process at most about this much.
   int64_t window_bytes = int64_t{64} << 20;
+  // Bytes of this process's part of its host's shared-memory segment: while a shard_map runs, arrays
+  // of 16 KiB or more come from it, so that another process on the host copies into them with a
+  // memcpy (beyond it, through MPI: about 3x slower). Virtual memory in /dev/shm, paid for only once
+  // touched, and capped at half of /dev/shm's free space divided among the host's processes. 0: no
+  // segment.
+  int64_t shared_bytes = int64_t{1} << 30;
 };
 
 // Initialises MPI (MPI_THREAD_MULTIPLE) and makes every later shard_map spread its mesh's devices over

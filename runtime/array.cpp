@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -116,9 +117,25 @@ class LargeBlocks {
 
 }  // namespace
 
+namespace {
+std::atomic<rt::StorageSource> g_storage_source{nullptr};
+std::atomic<int64_t> g_storage_source_min{0};
+}  // namespace
+
+void rt::set_storage_source(StorageSource source, int64_t min_bytes) {
+  g_storage_source_min.store(min_bytes);
+  g_storage_source.store(source);
+}
+
 std::shared_ptr<std::byte[]> Array::allocate(int64_t nbytes, bool zero) {
   std::shared_ptr<std::byte[]> out;
   size_t size;
+  if (const rt::StorageSource source = g_storage_source.load(); source && nbytes >= g_storage_source_min.load()) {
+    if ((out = source(nbytes))) {
+      if (zero) std::memset(out.get(), 0, static_cast<size_t>(nbytes));
+      return out;
+    }
+  }
   if (nbytes >= static_cast<int64_t>(LargeBlocks::kUnit)) {
     size = (static_cast<size_t>(nbytes) + LargeBlocks::kUnit - 1) / LargeBlocks::kUnit * LargeBlocks::kUnit;
     out = std::shared_ptr<std::byte[]>(LargeBlocks::get().take(size),

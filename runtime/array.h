@@ -109,6 +109,15 @@ class Array {
   alignas(8) std::byte inline_[8] = {};
 };
 
+namespace rt {
+// Where the storage of large arrays comes from first when memory must be reachable from other
+// processes: the MPI transport's shared-memory segment (docs/design.md §4c) installs a source while a
+// shard_map over processes runs. `source` returns storage of at least `nbytes`, or null to leave the
+// array to the heap; it is asked only for arrays of at least `min_bytes`. A null source: the heap only.
+using StorageSource = std::shared_ptr<std::byte[]> (*)(int64_t nbytes);
+void set_storage_source(StorageSource source, int64_t min_bytes);
+}  // namespace rt
+
 // Whether |a - b| <= atol + rtol * |b| element-wise (NaN never close); shapes must match.
 bool allclose(const Array& a, const Array& b, double rtol = 1e-5, double atol = 1e-8);
 // The largest |a - b| over all elements (NaN if any pair involves NaN).

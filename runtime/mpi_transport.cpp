@@ -13,9 +13,12 @@
 #include <memory>
 #include <thread>
 
+#include <sys/statvfs.h>
+
 #include "runtime/collective.h"
 #include "runtime/launch.h"
 #include "runtime/memory.h"
+#include "runtime/segment_heap.h"
 
 namespace tessera::rt::mpi {
 
@@ -39,6 +42,13 @@ namespace {
 // kernel body) and tells every other process of the group the addresses (a kRegions message). A large
 // copy toward it is then one MPI_Put straight into its buffer, through the participant's gate; a
 // kLanded message raises the receive semaphore after the put was flushed.
+//
+// A third, shared window (MPI_Win_allocate_shared over the processes of a host) is the segment
+// arrays come from while a shard_map over processes runs (runtime/segment_heap.h): every process of
+// the host maps every other's part. Memory there is exposed by its offset in its process's part, and
+// a large copy toward it from the same host is a memcpy into the mapping, through the same gate and
+// with the same kLanded message; only memory outside it (a full segment) is attached to the dynamic
+// window, which on one host Open MPI serves with CMA (process_vm_writev), three to four times slower.
 
 constexpr int64_t kGroups = 256;  // collective launches per shard_map call that have words
 constexpr int64_t kEntryWords = 3;
@@ -115,9 +125,14 @@ bool contiguous(std::span<const int64_t> shape, std::span<const int64_t> strides
   return true;
 }
 
+// A region in a kRegions message: its key, its address in the dynamic window (-1: not attached), its
+// bytes and its offset in its process's part of the shared segment (-1: not there).
+enum RegionWord : size_t { rKey, rAddress, rBytes, rShared, kRegionWords };
+
 class MpiTransport final : public Transport {
  public:
-  explicit MpiTransport(int64_t window_bytes) : capacity_(window_bytes) {
+  explicit MpiTransport(const Options& options) : capacity_(options.window_bytes) {
+    const int64_t window_bytes = options.window_bytes;
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
@@ -137,9 +152,17 @@ class MpiTransport final : public Transport {
     } else if (memory_ != MPI_WIN_NULL) {
       MPI_Win_free(&memory_);
     }
+    if (options.shared_bytes > 0) open_segment(options.shared_bytes);
     check(MPI_Barrier(comm_), "MPI_Barrier");
   }
   ~MpiTransport() override {
+    if (segment_ != MPI_WIN_NULL) {
+      MPI_Win_unlock_all(segment_);
+      // Arrays still in the segment keep it mapped (freeing it would leave them dangling): MPI_Finalize
+      // then takes it down with the process.
+      if (!heap_ || heap_->used() == 0) MPI_Win_free(&segment_);
+    }
+    if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
     if (memory_ != MPI_WIN_NULL) {
       MPI_Win_unlock_all(memory_);
       for (const auto& [lo, a] : attached_) MPI_Win_detach(memory_, lo);
@@ -156,7 +179,9 @@ class MpiTransport final : public Transport {
   void put(LaunchGroup& group, CoreContext& from, int64_t target, const RemotePut& p, SourceLoc loc) override {
     if (is_local(group, target)) return threads_transport().put(group, from, target, p, loc);
     random_delay();
+    const Timed timed(put_nanoseconds_);
     if (p.bytes >= kDirectBytes && put_direct(group, from, target, p)) return;
+    ++paths_mailbox_;
     const size_t rank = p.shape.size();
     const size_t data_words = static_cast<size_t>((p.bytes + 7) / 8);
     // One buffer per thread, reused: a fresh one per copy would pay a page fault per 4 KiB.
@@ -255,20 +280,28 @@ class MpiTransport final : public Transport {
 
   // Exposes the participant's memory to the other processes of the group (see "the windows").
   void opening(LaunchGroup& group, Seat seat, const CoreContext& core) override {
-    if (memory_ == MPI_WIN_NULL || group.sequence() >= kGroups || !has_others(group)) return;
-    std::vector<int64_t> regions;  // (key, address, bytes) each
+    if ((memory_ == MPI_WIN_NULL && !heap_) || group.sequence() >= kGroups || !has_others(group)) return;
+    std::vector<int64_t> regions;  // kRegionWords each
     Exposed exposed;
     {
       std::lock_guard lock(attach_mutex_);
       if (next_slot_ >= kSlots) return;  // its copies take the mailbox
       for (const MemoryRegion& r : core.regions()) {
         if (r.hi - r.lo < kDirectBytes) continue;  // no copy into it goes direct
-        const std::byte* range = attach(r.lo, r.hi);
-        if (!range) continue;
-        exposed.ranges.push_back(range);
-        MPI_Aint address = 0;
-        check(MPI_Get_address(r.lo, &address), "MPI_Get_address");
-        regions.insert(regions.end(), {r.key, static_cast<int64_t>(address), r.hi - r.lo});
+        // In the segment, processes of this host reach it by offset; the dynamic window is for other
+        // hosts, or for memory outside the segment.
+        const int64_t shared = heap_ && heap_->contains(r.lo, r.hi - r.lo) ? heap_->offset(r.lo) : -1;
+        int64_t address = -1;
+        if (memory_ != MPI_WIN_NULL && (shared < 0 || !one_host_)) {
+          if (const std::byte* range = attach(r.lo, r.hi)) {
+            exposed.ranges.push_back(range);
+            MPI_Aint a = 0;
+            check(MPI_Get_address(r.lo, &a), "MPI_Get_address");
+            address = static_cast<int64_t>(a);
+          }
+        }
+        if (shared < 0 && address < 0) continue;
+        regions.insert(regions.end(), {r.key, address, r.hi - r.lo, shared});
       }
       if (regions.empty()) return;
       exposed.slot = next_slot_++;
@@ -281,7 +314,7 @@ class MpiTransport final : public Transport {
       header(msg, group, kRegions, seat.member, nullptr);
       msg[hCore] = seat.core;
       msg[hAmount] = exposed.slot;
-      msg[hRank] = static_cast<int64_t>(regions.size() / 3);
+      msg[hRank] = static_cast<int64_t>(regions.size() / kRegionWords);
       std::copy(regions.begin(), regions.end(), msg.begin() + kHeaderWords);
       send(group, r, msg);
     }
@@ -316,6 +349,7 @@ class MpiTransport final : public Transport {
 
   void begin_run(MeshRun& run) override {
     std::lock_guard lock(mailbox_);
+    sharing_ = heap_ != nullptr;
     // The window serves one call at a time: messages name a collective launch of "the" current call.
     if (run_)
       throw UserError("a shard_map over processes started while another one runs in this process",
@@ -331,6 +365,7 @@ class MpiTransport final : public Transport {
     {
       std::lock_guard lock(mailbox_);
       all_stopped_ = true;
+      sharing_ = false;
     }
     update(rank_, kStopped, 1, MPI_REPLACE);
     // Keep taking what arrives until every process got here: others may still wait for this process's
@@ -407,8 +442,76 @@ class MpiTransport final : public Transport {
   // A participant of another process, as its kRegions message described it.
   struct Remote {
     int64_t slot = 0;
-    std::vector<int64_t> regions;  // (key, address, bytes) each
+    std::vector<int64_t> regions;  // kRegionWords each
   };
+  // Where a copy's destination is: the target's gate, and its address in the dynamic window or in the
+  // target process's part of the segment as mapped here (whichever this process can reach; null/-1 not).
+  struct Destination {
+    int64_t slot = 0;
+    MPI_Aint address = -1;
+    std::byte* mapped = nullptr;
+  };
+
+public:
+  // Storage for an array while a shard_map over processes runs: from this process's part of the
+  // segment while there is room (Array's storage source, runtime/array.h).
+  std::shared_ptr<std::byte[]> segment_storage(int64_t nbytes) {
+    if (!sharing_) return nullptr;
+    std::byte* p = heap_->take(nbytes);
+    if (!p) return nullptr;
+    return std::shared_ptr<std::byte[]>(p, [heap = heap_](std::byte* q) { heap->give(q); });
+  }
+  CopyPaths paths() const {
+    return {paths_shared_, paths_window_, paths_mailbox_, static_cast<double>(put_nanoseconds_) * 1e-9};
+  }
+  bool shared() const { return heap_ != nullptr; }
+
+ private:
+  // The host's shared segment: every process of this host allocates its part and maps the others'.
+  void open_segment(int64_t bytes) {
+    check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_), "MPI_Comm_split_type");
+    MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN);
+    int node_size = 0;
+    MPI_Comm_size(node_, &node_size);
+    // Open MPI keeps the segment in /dev/shm, and a page touched there beyond its free space is a
+    // SIGBUS, not an error (a container's /dev/shm may be 64 MiB): each process takes at most half of
+    // what is free divided among the processes of the host. Below 1 MiB it takes none (the heap then).
+    if (struct statvfs fs; statvfs("/dev/shm", &fs) == 0) {
+      const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+      bytes = std::min(bytes, free_bytes / 2 / node_size);
+      if (bytes < (int64_t{1} << 20)) bytes = 0;
+    }
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each part page-aligned on its own
+    void* base = nullptr;
+    const int rc = MPI_Win_allocate_shared(bytes, 1, info, node_, &base, &segment_);
+    MPI_Info_free(&info);
+    check(rc, "MPI_Win_allocate_shared");
+    MPI_Win_set_errhandler(segment_, MPI_ERRORS_RETURN);
+    // MPI_Win_sync, the memory barrier of the shared-memory model, needs an epoch.
+    check(MPI_Win_lock_all(MPI_MODE_NOCHECK, segment_), "MPI_Win_lock_all");
+    MPI_Group world_group, node_group;
+    MPI_Comm_group(comm_, &world_group);
+    MPI_Comm_group(node_, &node_group);
+    std::vector<int> node_ranks(static_cast<size_t>(node_size)), world_ranks(static_cast<size_t>(node_size));
+    for (int i = 0; i < node_size; ++i) node_ranks[static_cast<size_t>(i)] = i;
+    check(MPI_Group_translate_ranks(node_group, node_size, node_ranks.data(), world_group, world_ranks.data()),
+          "MPI_Group_translate_ranks");
+    MPI_Group_free(&world_group);
+    MPI_Group_free(&node_group);
+    mapped_.assign(static_cast<size_t>(size_), nullptr);
+    for (int i = 0; i < node_size; ++i) {
+      MPI_Aint part = 0;
+      int unit = 0;
+      void* at = nullptr;
+      check(MPI_Win_shared_query(segment_, i, &part, &unit, &at), "MPI_Win_shared_query");
+      mapped_[static_cast<size_t>(world_ranks[static_cast<size_t>(i)])] = static_cast<std::byte*>(at);
+    }
+    one_host_ = node_size == size_;
+    if (bytes > 0) heap_ = std::make_shared<SegmentHeap>(static_cast<std::byte*>(base), bytes);
+  }
+
   struct Attached {
     const std::byte* hi;
     int64_t users;
@@ -447,19 +550,25 @@ class MpiTransport final : public Transport {
     attached_.erase(it);
   }
 
-  // Where the copy's destination is in the target's process, if its memory is exposed there: the
-  // target's gate and the address. Drains this process's mailbox once to learn of it.
-  std::optional<std::pair<int64_t, MPI_Aint>> destination(const LaunchGroup& group, int64_t target, int core,
-                                                          const RemotePut& p) {
+  // Where the copy's destination is in the target's process (process r), if its memory is exposed
+  // there. Drains this process's mailbox once to learn of it.
+  std::optional<Destination> destination(const LaunchGroup& group, int64_t target, int core, int r,
+                                         const RemotePut& p) {
     const SeatKey key{group.sequence(), target, core};
     for (int attempt = 0; attempt < 2; ++attempt) {
       {
         std::lock_guard lock(remote_mutex_);
         if (const auto it = remote_.find(key); it != remote_.end()) {
-          const std::vector<int64_t>& r = it->second.regions;
-          for (size_t i = 0; i + 2 < r.size(); i += 3)
-            if (r[i] == p.dst.key && p.dst.offset >= 0 && p.dst.offset + p.extent <= r[i + 2])
-              return std::pair{it->second.slot, static_cast<MPI_Aint>(r[i + 1] + p.dst.offset)};
+          const std::vector<int64_t>& w = it->second.regions;
+          for (size_t i = 0; i + kRegionWords <= w.size(); i += kRegionWords) {
+            if (w[i + rKey] != p.dst.key || p.dst.offset < 0 || p.dst.offset + p.extent > w[i + rBytes]) continue;
+            Destination d{it->second.slot};
+            std::byte* part = mapped_.empty() ? nullptr : mapped_[static_cast<size_t>(r)];
+            if (w[i + rShared] >= 0 && part) d.mapped = part + w[i + rShared] + p.dst.offset;
+            else if (w[i + rAddress] >= 0) d.address = static_cast<MPI_Aint>(w[i + rAddress] + p.dst.offset);
+            else return std::nullopt;
+            return d;
+          }
           return std::nullopt;
         }
       }
@@ -471,11 +580,12 @@ class MpiTransport final : public Transport {
   // The copy as one MPI_Put into the target's buffer, then a kLanded message for its semaphore. False
   // when it cannot go that way (memory not exposed, the participant already ended): the mailbox then.
   bool put_direct(const LaunchGroup& group, CoreContext& from, int64_t target, const RemotePut& p) {
-    if (!describable(p.shape, p.src_strides, p.bytes) || !describable(p.shape, p.dst_strides, p.bytes)) return false;
-    const auto where = destination(group, target, from.seat().core, p);
-    if (!where) return false;
-    const auto [slot, address] = *where;
     const int r = owner(group, target);
+    const auto where = destination(group, target, from.seat().core, r, p);
+    if (!where) return false;
+    if (!where->mapped && (!describable(p.shape, p.src_strides, p.bytes) || !describable(p.shape, p.dst_strides, p.bytes)))
+      return false;
+    const int64_t slot = where->slot;
     // Inside the gate the participant cannot end, so its memory stays: a late copy of a wrong program
     // then takes the mailbox and is reported, instead of writing memory that moved on.
     if (fetch_add(r, gate(slot), 1) >= kClosed) {
@@ -493,14 +603,25 @@ class MpiTransport final : public Transport {
         }
       }
     } leave{*this, r, slot};
-    if (contiguous(p.shape, p.src_strides) && contiguous(p.shape, p.dst_strides)) {
-      check(MPI_Put(p.src, static_cast<int>(p.bytes), MPI_BYTE, r, address, static_cast<int>(p.bytes), MPI_BYTE, memory_),
-            "MPI_Put");
+    if (where->mapped) {
+      // The target's memory is mapped here: the copy is a memcpy, and MPI_Win_sync (the shared-memory
+      // model's barrier) puts its bytes before the kLanded message that raises the semaphore.
+      copy_box(where->mapped, p.dst_strides, p.src, p.src_strides, p.shape, p.es);
+      check(MPI_Win_sync(segment_), "MPI_Win_sync");
+      ++paths_shared_;
     } else {
-      const BoxType src(p.shape, p.src_strides, p.es), dst(p.shape, p.dst_strides, p.es);
-      check(MPI_Put(p.src, 1, src.get(), r, address, 1, dst.get(), memory_), "MPI_Put");
+      const MPI_Aint address = where->address;
+      if (contiguous(p.shape, p.src_strides) && contiguous(p.shape, p.dst_strides)) {
+        check(MPI_Put(p.src, static_cast<int>(p.bytes), MPI_BYTE, r, address, static_cast<int>(p.bytes), MPI_BYTE,
+                      memory_),
+              "MPI_Put");
+      } else {
+        const BoxType src(p.shape, p.src_strides, p.es), dst(p.shape, p.dst_strides, p.es);
+        check(MPI_Put(p.src, 1, src.get(), r, address, 1, dst.get(), memory_), "MPI_Put");
+      }
+      check(MPI_Win_flush(r, memory_), "MPI_Win_flush");
+      ++paths_window_;
     }
-    check(MPI_Win_flush(r, memory_), "MPI_Win_flush");
     std::vector<int64_t> msg(kHeaderWords);
     header(msg, group, kLanded, target, &from);
     msg[hDstKey] = p.recv_sem.key;
@@ -624,8 +745,8 @@ class MpiTransport final : public Transport {
     }
     if (msg[hKind] == kRegions) {
       std::lock_guard lock(remote_mutex_);
-      remote_[{g, msg[hMember], msg[hCore]}] =
-          Remote{msg[hAmount], std::vector<int64_t>(msg + kHeaderWords, msg + kHeaderWords + 3 * msg[hRank])};
+      remote_[{g, msg[hMember], msg[hCore]}] = Remote{
+          msg[hAmount], std::vector<int64_t>(msg + kHeaderWords, msg + kHeaderWords + kRegionWords * msg[hRank])};
       return true;
     }
     const std::shared_ptr<LaunchGroup> group = run_ ? run_->find(g) : nullptr;
@@ -655,8 +776,12 @@ class MpiTransport final : public Transport {
 
   void apply(CoreContext& t, const int64_t* msg) {
     if (msg[hKind] == kSignal || msg[hKind] == kLanded) {
-      // kLanded: the data was put and flushed before this message left; make it visible here first.
-      if (msg[hKind] == kLanded) MPI_Win_sync(memory_);
+      // kLanded: the data was put and flushed (or copied and synced) before this message left; make it
+      // visible here first.
+      if (msg[hKind] == kLanded) {
+        if (memory_ != MPI_WIN_NULL) MPI_Win_sync(memory_);
+        if (segment_ != MPI_WIN_NULL) MPI_Win_sync(segment_);
+      }
       auto* sem = reinterpret_cast<int64_t*>(local_address(t, RemoteAddress{msg[hDstKey], msg[hDstOffset]},
                                                            sizeof(int64_t),
                                                            msg[hKind] == kLanded ? "the receive semaphore"
@@ -679,6 +804,24 @@ class MpiTransport final : public Transport {
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Win win_ = MPI_WIN_NULL;
   MPI_Win memory_ = MPI_WIN_NULL;  // the dynamic window over exposed kernel memory (null: none, no direct puts)
+  // The host's shared segment (null: none): this process's part as a heap, every part as mapped here
+  // by process (null: on another host), and whether every process is on this host.
+  MPI_Comm node_ = MPI_COMM_NULL;
+  MPI_Win segment_ = MPI_WIN_NULL;
+  std::shared_ptr<SegmentHeap> heap_;
+  std::vector<std::byte*> mapped_;
+  bool one_host_ = false;
+  // Whether arrays come from the segment now: while a shard_map over processes runs.
+  std::atomic<bool> sharing_{false};
+  std::atomic<int64_t> paths_shared_{0}, paths_window_{0}, paths_mailbox_{0}, put_nanoseconds_{0};
+  // Adds the time from its construction to its destruction to `total`.
+  struct Timed {
+    std::atomic<int64_t>& total;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~Timed() {
+      total += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    }
+  };
   void* base_ = nullptr;
   int rank_ = 0, size_ = 1;
   int64_t capacity_;
@@ -705,6 +848,7 @@ std::unique_ptr<MpiTransport> g_transport;
 bool g_we_initialized = false;
 
 void finalize() {
+  set_storage_source(nullptr, 0);
   set_process_transport(nullptr);
   g_transport.reset();
   int finalized = 0;
@@ -712,9 +856,16 @@ void finalize() {
   if (g_we_initialized && !finalized) MPI_Finalize();
 }
 
+std::shared_ptr<std::byte[]> segment_storage(int64_t nbytes) {
+  return g_transport ? g_transport->segment_storage(nbytes) : nullptr;
+}
+
 }  // namespace
 
 bool initialized() { return g_transport != nullptr; }
+
+CopyPaths copy_paths() { return g_transport ? g_transport->paths() : CopyPaths{}; }
+bool has_shared_segment() { return g_transport && g_transport->shared(); }
 
 void initialize(const Options& options, SourceLoc loc) {
   if (options.window_bytes < kMailbox + (int64_t{1} << 16) || options.window_bytes > INT32_MAX)
@@ -722,6 +873,12 @@ void initialize(const Options& options, SourceLoc loc) {
                     fmt::format("window_bytes = {}", options.window_bytes),
                     fmt::format("give between {} and {} bytes (the default is 64 MiB)", kMailbox + (int64_t{1} << 16),
                                 INT32_MAX),
+                    loc);
+  if (options.shared_bytes < 0 || (options.shared_bytes > 0 && options.shared_bytes < (int64_t{1} << 20)))
+    throw UserError("pl::distributed::initialize: shared_bytes is out of range",
+                    fmt::format("shared_bytes = {}", options.shared_bytes),
+                    "give 0 (no shared-memory segment: copies between processes of a host go through MPI) or at "
+                    "least 1 MiB (1048576 bytes; the default is 1 GiB)",
                     loc);
   if (g_transport)
     throw UserError("pl::distributed::initialize was called twice", "a second call",
@@ -742,8 +899,9 @@ void initialize(const Options& options, SourceLoc loc) {
                     "use an MPI built with thread-multiple support (Open MPI 4 is), or initialise it with "
                     "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) before calling pl::distributed::initialize",
                     loc);
-  g_transport = std::make_unique<MpiTransport>(options.window_bytes);
+  g_transport = std::make_unique<MpiTransport>(options);
   set_process_transport(g_transport.get());
+  if (options.shared_bytes > 0) set_storage_source(segment_storage, kDirectBytes);
   std::atexit(finalize);
 }
 

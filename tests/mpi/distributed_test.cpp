@@ -345,7 +345,10 @@ TEST_SUITE("mpi") {
 }
 
 int main(int argc, char** argv) {
-  pl::distributed::initialize();
+  // --no-shared-segment: copies between processes of this host go through MPI (tests/CMakeLists.txt).
+  bool shared = true;
+  for (int a = 1; a < argc; ++a) shared = shared && std::strcmp(argv[a], "--no-shared-segment") != 0;
+  pl::distributed::initialize({.shared_bytes = shared ? pl::distributed::Options{}.shared_bytes : 0});
   doctest::Context context(argc, argv);
   return context.run();
 }
