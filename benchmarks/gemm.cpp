@@ -11,7 +11,9 @@
 // itself again without them (nothing else in the process reads them) and prints the core OpenBLAS
 // chose.
 //
-//   gemm [--json FILE] [--runs N] [--large] [--no-int8]
+//   gemm [--json FILE] [--runs N] [--large] [--no-int8] [--shape TEXT]
+//
+// --shape keeps only the shapes whose name contains TEXT ("512", "decode"): quicker comparisons.
 #include <tessera/tessera.hpp>
 
 #include <immintrin.h>
@@ -194,6 +196,8 @@ int main(int argc, char** argv) {
                                {"512x512x512", 512, 512, 512, {128, 128, 128}},
                                {"decode 16x4096x4096", 16, 4096, 4096, {16, 128, 128}}};
   if (large) shapes.push_back({"4096x4096x4096", 4096, 4096, 4096, {128, 128, 128}});
+  if (const std::string only = bench::arg(argc, argv, "--shape", ""); !only.empty())
+    std::erase_if(shapes, [&](const Shape& s) { return std::string_view(s.name).find(only) == std::string_view::npos; });
   std::vector<bench::Report> reports;
   reports.reserve(shapes.size());
   for (const Shape& s : shapes) {

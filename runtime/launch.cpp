@@ -16,19 +16,33 @@
 
 namespace tessera::rt {
 
+namespace {
+// How many leading grid dims are parallel: the prefix split over cores.
+size_t parallel_prefix(const std::vector<ir::DimSemantics>& semantics) {
+  size_t p = 0;
+  while (p < semantics.size() && semantics[p] == ir::DimSemantics::Parallel) ++p;
+  return p;
+}
+}  // namespace
+
+int64_t steps_per_parallel_point(const std::vector<int64_t>& grid, const std::vector<ir::DimSemantics>& semantics) {
+  int64_t steps = 1;
+  for (size_t d = parallel_prefix(semantics); d < grid.size(); ++d) steps *= grid[d];
+  return steps;
+}
+
 std::vector<StepRange> split_steps(const std::vector<int64_t>& grid, const std::vector<ir::DimSemantics>& semantics,
                                    int num_cores) {
   int64_t total = 1;
   for (int64_t g : grid) total *= g;
-  int64_t parallel = 1;
-  size_t p = 0;
-  while (p < semantics.size() && semantics[p] == ir::DimSemantics::Parallel) parallel *= grid[p++];
+  const size_t p = parallel_prefix(semantics);
   std::vector<StepRange> ranges(static_cast<size_t>(std::max(num_cores, 1)));
   if (p == 0 || num_cores <= 1 || total == 0) {
     ranges[0] = {0, total};
     return ranges;
   }
-  const int64_t per_point = total / parallel;  // steps under one parallel point
+  const int64_t per_point = steps_per_parallel_point(grid, semantics);
+  const int64_t parallel = total / per_point;
   const int64_t points_per_core = (parallel + num_cores - 1) / num_cores;
   for (int c = 0; c < num_cores; ++c) {
     int64_t first = std::min<int64_t>(parallel, c * points_per_core);
@@ -354,8 +368,7 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
                                                         : std::make_shared<RaceDetector>(false);
   const std::shared_ptr<LaunchGroup> group = join_collective(exe, device, split.active);
   const int64_t member = device ? device->logical : 0;
-  auto run_core = [&](int core, const OperandMemory& mem, bool dma_worker) {
-    const StepRange range = split.ranges[core];
+  auto run_core = [&](int core, const OperandMemory& mem, bool dma_worker, StepRange range) {
     if (range.lo >= range.hi) return;
     CoreContext ctx(launch, core, &exe.lowered, device);
     run_one_core(exe, ctx, mem, range, group.get(), Seat{member, core}, static_cast<uint64_t>(core), dma_worker,
@@ -364,7 +377,9 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
   if (checked) {
     const CheckedMemory mem = checked_memory(exe, args, exe.checked.zero_uninitialized);
     const RacesPublished published(races.get(), device);  // also when a core fails
-    run_cores(launch, split.active, [&](int core) { run_core(core, CoreOperands(exe, mem.view(), args).view(), false); });
+    run_cores(launch, split.active, [&](int core) {
+      run_core(core, CoreOperands(exe, mem.view(), args).view(), false, split.ranges[core]);
+    });
     return mem.outputs(args.size(), exe.num_outputs());
   }
 
@@ -396,8 +411,25 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
   for (auto [in, out] : exe.aliases) data[in] = data[args.size() + static_cast<size_t>(out)];
   const OperandMemory mem{std::span<void* const>(data, count), {}};
   const bool worker = use_dma_worker(split.active) && !group;
-  if (split.active <= 1) run_core(0, mem, worker);  // no threads to wake
-  else run_cores(launch, split.active, [&](int core) { run_core(core, CoreOperands(exe, mem, args).view(), worker); });
+  if (split.active <= 1) {
+    run_core(0, mem, worker, split.ranges[0]);  // no threads to wake
+  } else if (group || exe.communicates) {
+    // A core of a collective launch has its seat in the group: it runs its own range, all of it.
+    run_cores(launch, split.active,
+              [&](int core) { run_core(core, CoreOperands(exe, mem, args).view(), worker, split.ranges[core]); });
+  } else {
+    // Each thread runs its core's range, then helps with what is left of the others' (SharedRanges).
+    std::vector<SharedRanges::Range> ranges;
+    for (int c = 0; c < split.active; ++c) ranges.push_back({split.ranges[c].lo, split.ranges[c].hi});
+    SharedRanges shared(std::move(ranges), steps_per_parallel_point(exe.grid, exe.semantics));
+    run_cores(launch, split.active, [&](int thread) {
+      while (!launch.cancelled()) {
+        const std::optional<SharedRanges::Piece> piece = shared.next(thread);
+        if (!piece) return;
+        run_core(piece->core, CoreOperands(exe, mem, args).view(), worker, StepRange{piece->steps.lo, piece->steps.hi});
+      }
+    });
+  }
   return outs;
 }
 

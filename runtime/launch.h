@@ -45,6 +45,10 @@ struct StepRange {
 std::vector<StepRange> split_steps(const std::vector<int64_t>& grid, const std::vector<ir::DimSemantics>& semantics,
                                    int num_cores);
 
+// The steps under one point of the parallel dims (the prefix of the grid split_steps divides): the
+// product of the grid's other dims, which always run together, in order, on one thread.
+int64_t steps_per_parallel_point(const std::vector<int64_t>& grid, const std::vector<ir::DimSemantics>& semantics);
+
 // The row-major grid point of a step.
 std::vector<int64_t> grid_point_of(const std::vector<int64_t>& grid, int64_t step);
 

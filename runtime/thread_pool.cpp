@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <optional>
 
 #include "jit/ir/diagnostics.h"
@@ -49,11 +50,25 @@ void ThreadPool::grow(int workers) {
   while (static_cast<int>(workers_.size()) < workers) workers_.emplace_back([this] { worker_loop(); });
 }
 
+namespace {
+// Polls `ready` for up to kPollMicroseconds, yielding the core on every round; whether it came true.
+template <class Ready>
+bool poll(Ready ready) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(ThreadPool::kPollMicroseconds);
+  for (;;) {
+    if (ready()) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+}
+}  // namespace
+
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     const std::function<void(int)>* task;
     int index;
+    poll([&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || (generation_ != seen && next_ < end_); });
@@ -95,9 +110,35 @@ void ThreadPool::run(int n, const std::function<void(int)>& fn) {
   }
   wake_.notify_all();
   fn(0);
+  poll([&] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock lock(mutex_);
   done_.wait(lock, [&] { return pending_ == 0; });
   task_ = nullptr;
+}
+
+SharedRanges::SharedRanges(std::vector<Range> ranges, int64_t unit)
+    : left_(std::move(ranges)), unit_(std::max<int64_t>(unit, 1)) {}
+
+std::optional<SharedRanges::Piece> SharedRanges::next(int self) {
+  std::lock_guard lock(mutex_);
+  if (Range& own = left_[static_cast<size_t>(self)]; own.lo < own.hi) {
+    const Piece piece{self, own};
+    own.lo = own.hi;
+    return piece;
+  }
+  size_t victim = left_.size();
+  for (size_t c = 0; c < left_.size(); ++c)
+    if (left_[c].hi > left_[c].lo && (victim == left_.size() || left_[c].hi - left_[c].lo > left_[victim].hi - left_[victim].lo))
+      victim = c;
+  if (victim == left_.size()) return std::nullopt;
+  Range& r = left_[victim];
+  // The back half, in whole units: what is left of a range always starts where the range does (its
+  // owner takes all of it at once), so a cut a whole number of units from there is a point boundary.
+  const int64_t units = (r.hi - r.lo + unit_ - 1) / unit_;
+  const int64_t cut = r.lo + units / 2 * unit_;
+  const Piece piece{static_cast<int>(victim), Range{cut, r.hi}};
+  r.hi = cut;
+  return piece;
 }
 
 void Failures::record(size_t i, std::exception_ptr e) {

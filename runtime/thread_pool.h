@@ -13,6 +13,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -30,6 +31,12 @@ class ThreadPool {
   // get threads of their own, so nothing waits for itself.
   void run(int n, const std::function<void(int)>& fn);
 
+  // How long a worker that finished its task, and a caller whose own task is done, poll before
+  // sleeping on the condition variable: launches in a loop (a 512^3 matmul on 2 threads is about a
+  // millisecond) find the workers still polling rather than asleep on an idle core that has to be
+  // woken first. Polling yields the core on every round, so a loaded machine loses little to it.
+  static constexpr int64_t kPollMicroseconds = 300;
+
  private:
   ThreadPool() = default;
   void worker_loop();
@@ -40,9 +47,38 @@ class ThreadPool {
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
   const std::function<void(int)>* task_ = nullptr;
-  int next_ = 0, end_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  int next_ = 0, end_ = 0;
+  // Written under mutex_; atomic so that polling threads may read them without it.
+  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+};
+
+// The parallel work of one launch shared by the threads that run it. Each core owns a range of grid
+// steps (split_steps: whole parallel points, contiguous); the thread of core c first takes all that
+// is left of core c's range, then helps the others: it takes the back half of the range with the
+// most left, in whole parallel points (`unit` steps each, counted from the range's start), and runs
+// it as that core. So the points a core's range holds never change and every point's arbitrary
+// steps run together, in order, on one thread (docs/design.md §4.11); only a range's tail may be
+// run by a thread that found its own work done — the work of a worker that starts late (a loaded
+// machine, a core slow to wake) does not wait for it.
+class SharedRanges {
+ public:
+  struct Range {
+    int64_t lo = 0, hi = 0;
+  };
+  struct Piece {
+    int core;  // whose range it is cut from: the core it runs as
+    Range steps;
+  };
+  SharedRanges(std::vector<Range> ranges, int64_t unit);
+  // The next piece for the thread of core `self`, or nothing when no work is left.
+  std::optional<Piece> next(int self);
+
+ private:
+  std::mutex mutex_;
+  std::vector<Range> left_;  // what nobody has taken yet of each core's range: a prefix of it
+  int64_t unit_;
 };
 
 // The failures of bodies that ran at the same time, in the order they happened: the first is

@@ -315,8 +315,10 @@ void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
 // column's sum of B over k, written after the panels as i32 (`colsum`, zero past n), takes 128 *
 // that sum back off: (a + 128) b summed minus 128 sum(b) is sum(a b), exact modulo 2^32 since
 // vpdpbusd and the i32 adds wrap as the interpreter's i32 arithmetic does.
+// `sums_on_vnni`: the column sums of whole quads run on vpdpbusd (the micro-kernels' own
+// instruction); without it (AMX targets) on widening adds.
 void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, llvm::Value* colsum, int64_t n,
-                  int64_t k, int64_t panel) {
+                  int64_t k, int64_t panel, bool sums_on_vnni) {
   const int64_t full = n / panel, rest = n % panel, k4 = packed_b_groups(k, 4), panels = full + (rest > 0);
   llvm::Type* i8 = b.getInt8Ty();
   llvm::Type* i32 = b.getInt32Ty();
@@ -330,16 +332,12 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
       llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k4)), kq), i64(b, panel * 4));
       if (cols == panel && present == 4 && bm.rows_contiguous()) {
         // A whole quad of a full panel as vectors: 4 row loads interleaved into one 4 * panel byte
-        // store, and the panel's column sums updated in one vector add.
+        // store, and the panel's column sums updated.
         auto* row_vec = llvm::FixedVectorType::get(i8, panel);
-        auto* sum_vec = llvm::FixedVectorType::get(i32, panel);
         llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
         std::vector<llvm::Value*> rows;
-        llvm::Value* sum = llvm::Constant::getNullValue(sum_vec);
-        for (int64_t e = 0; e < 4; ++e) {
+        for (int64_t e = 0; e < 4; ++e)
           rows.push_back(b.CreateAlignedLoad(row_vec, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col0), llvm::Align(1)));
-          sum = b.CreateAdd(sum, b.CreateSExt(rows.back(), sum_vec));
-        }
         std::vector<int> lo_hi(2 * panel), interleave(4 * panel);
         for (int64_t l = 0; l < 2 * panel; ++l) lo_hi[l] = static_cast<int>(l);
         for (int64_t j = 0; j < panel; ++j)
@@ -347,9 +345,33 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
         llvm::Value* all = b.CreateShuffleVector(b.CreateShuffleVector(rows[0], rows[1], lo_hi),
                                                  b.CreateShuffleVector(rows[2], rows[3], lo_hi), interleave);
         b.CreateAlignedStore(all, b.CreateInBoundsGEP(i8, packed, dst_row), llvm::Align(1));
-        llvm::Value* address = b.CreateInBoundsGEP(i32, colsum, col0);
-        b.CreateAlignedStore(b.CreateAdd(b.CreateAlignedLoad(sum_vec, address, llvm::Align(4)), sum), address,
-                             llvm::Align(4));
+        if (!sums_on_vnni) {
+          // Where the sums serve only the AMX plan's fallback tiles, as widening adds: the AMX
+          // kernel stays free of vpdpbusd.
+          auto* wide = llvm::FixedVectorType::get(i32, panel);
+          llvm::Value* sum = llvm::Constant::getNullValue(wide);
+          for (llvm::Value* row : rows) sum = b.CreateAdd(sum, b.CreateSExt(row, wide));
+          llvm::Value* address = b.CreateInBoundsGEP(i32, colsum, col0);
+          b.CreateAlignedStore(b.CreateAdd(b.CreateAlignedLoad(wide, address, llvm::Align(4)), sum), address,
+                               llvm::Align(4));
+          return;
+        }
+        // One vpdpbusd per 16 columns: the packed quads (signed) against bytes of one (unsigned) add
+        // each column's 4 bytes into its i32 lane. Widening the rows and adding them cost about a
+        // sixth of an m = 16 decode matmul, whose B blocks are each packed for one use.
+        constexpr int64_t lanes = 16;  // i32 lanes of a zmm: the columns one vpdpbusd sums
+        auto* sum_vec = llvm::FixedVectorType::get(i32, lanes);
+        llvm::Function* dot = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(),
+                                                              llvm::Intrinsic::x86_avx512_vpdpbusd_512);
+        llvm::Value* ones = b.CreateVectorSplat(lanes, b.getInt32(0x01010101));
+        llvm::Value* quads = b.CreateBitCast(all, llvm::FixedVectorType::get(i32, panel));
+        for (int64_t h = 0; h < panel / lanes; ++h) {
+          std::vector<int> part(lanes);
+          for (int64_t l = 0; l < lanes; ++l) part[l] = static_cast<int>(h * lanes + l);
+          llvm::Value* address = b.CreateInBoundsGEP(i32, colsum, b.CreateAdd(col0, i64(b, h * lanes)));
+          llvm::Value* sums = b.CreateAlignedLoad(sum_vec, address, llvm::Align(4));
+          b.CreateAlignedStore(b.CreateCall(dot, {sums, ones, b.CreateShuffleVector(quads, part)}), address, llvm::Align(4));
+        }
         return;
       }
       for (int64_t j = 0; j < panel; ++j) {
@@ -583,7 +605,7 @@ void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const
                  int64_t n, int64_t k) {
   const int64_t panel = gemm_tile(target).panel();
   if (gemm_int8_quads(target, a, bm.dtype)) {
-    pack_b_quads(b, bm, packed, quad_column_sums(b, packed, n, k, panel), n, k, panel);
+    pack_b_quads(b, bm, packed, quad_column_sums(b, packed, n, k, panel), n, k, panel, !gemm_amx(target, a, bm.dtype));
   } else if (gemm_bf16_pairs(target, a, bm.dtype)) {
     pack_b_pairs(b, bm, packed, n, k, panel);
   } else {

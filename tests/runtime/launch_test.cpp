@@ -77,6 +77,89 @@ TEST_SUITE("runtime") {
     CHECK(s[1].lo == s[1].hi);
   }
 
+  TEST_CASE("launch: the steps under one parallel point are the product of the non-parallel dims") {
+    const auto P = DimSemantics::Parallel, A = DimSemantics::Arbitrary;
+    CHECK(steps_per_parallel_point({4, 4, 3}, {P, P, A}) == 3);
+    CHECK(steps_per_parallel_point({4, 4, 3}, {P, A, A}) == 12);
+    CHECK(steps_per_parallel_point({4, 4}, {P, P}) == 1);
+    // Only a prefix is parallel: a parallel dim after an arbitrary one runs with it.
+    CHECK(steps_per_parallel_point({2, 3, 5}, {P, A, P}) == 15);
+    CHECK(steps_per_parallel_point({2, 3}, {A, A}) == 6);
+  }
+
+  TEST_CASE("shared ranges: a core's thread takes all of its own range, then the back half of the largest other") {
+    // Two cores of 4 parallel points each, 3 steps per point.
+    SharedRanges shared({{0, 12}, {12, 24}}, 3);
+    const std::optional<SharedRanges::Piece> own = shared.next(0);
+    REQUIRE(own);
+    CHECK(own->core == 0);
+    CHECK(own->steps.lo == 0);
+    CHECK(own->steps.hi == 12);
+    // Core 1's thread has not started: core 0's thread takes the back half of core 1's range, as
+    // core 1, then half of what is left, then the last point.
+    std::vector<std::pair<int64_t, int64_t>> stolen;
+    while (std::optional<SharedRanges::Piece> p = shared.next(0)) {
+      CHECK(p->core == 1);
+      stolen.emplace_back(p->steps.lo, p->steps.hi);
+    }
+    CHECK(stolen == std::vector<std::pair<int64_t, int64_t>>{{18, 24}, {15, 18}, {12, 15}});
+    CHECK_FALSE(shared.next(1));  // core 1's thread, late, finds nothing left
+  }
+
+  TEST_CASE("shared ranges: every step runs once, pieces are whole parallel points, whoever takes them") {
+    // 3 cores over 7, 7 and 5 points of 4 steps; the threads ask in an arbitrary interleaving.
+    const int64_t unit = 4;
+    const std::vector<SharedRanges::Range> ranges = {{0, 28}, {28, 56}, {56, 76}};
+    for (uint64_t order = 0; order < 20; ++order) {
+      SharedRanges shared(ranges, unit);
+      std::vector<int> runs(76, 0);
+      uint64_t pick = order;
+      for (;;) {
+        const int thread = static_cast<int>(pick % 3);
+        pick = pick * 6364136223846793005ull + 1442695040888963407ull;
+        std::optional<SharedRanges::Piece> p = shared.next(thread);
+        if (!p) break;
+        const SharedRanges::Range& whole = ranges[static_cast<size_t>(p->core)];
+        CHECK(p->steps.lo >= whole.lo);
+        CHECK(p->steps.hi <= whole.hi);
+        CHECK(p->steps.lo < p->steps.hi);
+        CHECK((p->steps.lo - whole.lo) % unit == 0);
+        CHECK((p->steps.hi - whole.lo) % unit == 0);
+        for (int64_t s = p->steps.lo; s < p->steps.hi; ++s) ++runs[static_cast<size_t>(s)];
+      }
+      CHECK(runs == std::vector<int>(76, 1));
+    }
+  }
+
+  TEST_CASE("launch: unchecked cores share their ranges, each step runs once as the core that owns it") {
+    const std::vector<float> values = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    const Array x = Array::from_vector(values, {12});
+    for (int threads : {2, 3, 5}) {
+      Executable exe;
+      describe_add_one(exe, false);
+      exe.operands[0].shape = exe.operands[1].shape = {12};
+      exe.grid = {6, 2};
+      exe.semantics = {DimSemantics::Parallel, DimSemantics::Arbitrary};
+      set_num_threads(threads);
+      const std::vector<Array> out = launch(exe, std::vector<Array>{x});
+      set_num_threads(0);
+      std::vector<float> want;
+      for (float v : values) want.push_back(v + 1);
+      CHECK(out[0].to_vector<float>() == want);
+      const std::vector<StepRange> owners = split_steps(exe.grid, exe.semantics, threads);
+      int64_t covered = 0;
+      for (const auto& [core, steps] : static_cast<const AddOne&>(*exe.backend).ran()) {
+        INFO("threads ", threads, ", core ", core, ", steps ", steps.lo, "..", steps.hi);
+        CHECK(steps.lo >= owners[static_cast<size_t>(core)].lo);
+        CHECK(steps.hi <= owners[static_cast<size_t>(core)].hi);
+        CHECK(steps.lo % 2 == 0);  // the arbitrary dim's two steps are never split
+        CHECK(steps.hi % 2 == 0);
+        covered += steps.hi - steps.lo;
+      }
+      CHECK(covered == 12);
+    }
+  }
+
   TEST_CASE("launch: grid points are row-major, last axis fastest") {
     CHECK(grid_point_of({2, 3, 4}, 0) == std::vector<int64_t>{0, 0, 0});
     CHECK(grid_point_of({2, 3, 4}, 5) == std::vector<int64_t>{0, 1, 1});
