@@ -25,6 +25,7 @@ namespace tessera {
 class Ref;
 class RefSlot;
 class IndexArg;
+class Indexer;
 
 namespace detail {
 template <class> inline constexpr bool dependent_false = false;
@@ -73,6 +74,17 @@ class Value {
   Value min(Axes axes = {}, bool keepdims = false, std::source_location loc = std::source_location::current()) const;
   Value transpose(std::vector<int64_t> perm = {}, std::source_location loc = std::source_location::current()) const;
   Value T(std::source_location loc = std::source_location::current()) const;
+
+  // Indexing a value as jax indexes an array (dsl/layout.h): v[i] is v[i] (dim 0, dropped);
+  // v(i, pl::ds(s, n)) is v[i, pl.ds(s, n)] and v(pl::all, j) is v[:, j]. Integer indices drop their
+  // dim; dims past the last index stay whole. A static index outside the value is a UserError; a
+  // traced start is clamped so that the window fits, as lax.dynamic_slice does.
+  Value operator[](Indexer i) const;
+  Value operator()(Indexer i0, std::source_location loc = std::source_location::current()) const;
+  Value operator()(Indexer i0, Indexer i1, std::source_location loc = std::source_location::current()) const;
+  Value operator()(Indexer i0, Indexer i1, Indexer i2, std::source_location loc = std::source_location::current()) const;
+  Value operator()(Indexer i0, Indexer i1, Indexer i2, Indexer i3,
+                   std::source_location loc = std::source_location::current()) const;
 
   // There is deliberately no conversion to bool: a traced value is not known while the kernel is
   // traced, so a C++ `if (v)` does not compile. Branch with pl::when, pl::cond or pl::where.

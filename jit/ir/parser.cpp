@@ -449,8 +449,9 @@ class Parser {
         end_line(&self());
         return;
       }
-      case OpKind::View: {
-        // view %ref[%i, ds(%s, size), ds(%s, size, stride)] : type
+      case OpKind::View:
+      case OpKind::Slice: {
+        // view %ref[%i, ds(%s, size), ds(%s, size, stride)] : type (slice %value[...] alike)
         self().operands.push_back(use());
         expect("[");
         ViewAttr va;

@@ -171,7 +171,8 @@ class Printer {
                             type_str(fn_.type(o.results[0])));
         end_line(o);
         return;
-      case OpKind::View: {
+      case OpKind::View:
+      case OpKind::Slice: {
         const auto& va = std::get<ViewAttr>(o.attr);
         const WindowOperands operands = window_operands(o);
         std::vector<std::string> dims;
@@ -182,7 +183,7 @@ class Printer {
           else if (d.stride == 1) dims.push_back(fmt::format("ds({}, {})", start, d.size));
           else dims.push_back(fmt::format("ds({}, {}, {})", start, d.size, d.stride));
         }
-        out_ += fmt::format("{}view {}[{}] : {}", results, use(operands.ref), fmt::join(dims, ", "),
+        out_ += fmt::format("{}{} {}[{}] : {}", results, mnemonic(o.kind), use(operands.ref), fmt::join(dims, ", "),
                             type_str(fn_.type(o.results[0])));
         end_line(o);
         return;

@@ -115,6 +115,22 @@ class Verifier {
     }
   }
 
+  // view and slice: operand 0 (a ref or a value of `source`'s shape) windowed by one start per dim;
+  // returns the window's shape (squeezed dims dropped).
+  Shape window_shape(OpId id, const Type& source, const char* what) {
+    const Op& o = fn_.ops[id];
+    const auto* va = std::get_if<ViewAttr>(&o.attr);
+    check(va && static_cast<int64_t>(va->dims.size()) == source.rank(), id, fmt::format("{} needs one index per dim", what));
+    check(o.operands.size() == 1 + va->dims.size() && o.results.size() == 1, id, fmt::format("{} needs one start per dim", what));
+    expect_index_scalars(id, 1, o.operands.size());
+    Shape s;
+    for (const ViewDim& d : va->dims) {
+      if (!d.squeeze) s.push_back(d.size);
+      check(d.size >= 0 && d.stride >= 1, id, "slice size must be >= 0 and stride >= 1");
+    }
+    return s;
+  }
+
   // Operands 0 and 1 are a copy's source and destination: data refs of one shape and dtype.
   void expect_copy(OpId id) {
     const Op& o = fn_.ops[id];
@@ -239,6 +255,17 @@ class Verifier {
         check(result(0) == Type::tensor(a.dtype, s), id, "result shape must be the permuted shape");
         return;
       }
+      case OpKind::Slice: {
+        const Type& a = t(o.operands.at(0));
+        check(a.is_tensor(), id, "slice needs a value");
+        const Shape s = window_shape(id, a, "slice");
+        const auto& va = std::get<ViewAttr>(o.attr);
+        for (size_t i = 0; i < va.dims.size(); ++i)
+          check(va.dims[i].size == 0 || (va.dims[i].size - 1) * va.dims[i].stride + 1 <= a.shape[i], id,
+                "the window must fit in the value");
+        check(result(0) == Type::tensor(a.dtype, s), id, "result must be the window's type");
+        return;
+      }
       case OpKind::ReduceSum:
       case OpKind::ReduceMax:
       case OpKind::ReduceMin: {
@@ -319,16 +346,8 @@ class Verifier {
         return;
       case OpKind::View: {
         const Type& r = t(o.operands.at(0));
-        const auto* va = std::get_if<ViewAttr>(&o.attr);
-        check(r.is_ref() && va && static_cast<int64_t>(va->dims.size()) == r.rank(), id, "view needs a ref and one index per dim");
-        check(o.operands.size() == 1 + va->dims.size() && o.results.size() == 1, id, "view needs one start per dim");
-        expect_index_scalars(id, 1, o.operands.size());
-        Shape s;
-        for (size_t i = 0; i < va->dims.size(); ++i) {
-          const ViewDim& d = va->dims[i];
-          if (!d.squeeze) s.push_back(d.size);
-          check(d.size >= 0 && d.stride >= 1, id, "slice size must be >= 0 and stride >= 1");
-        }
+        check(r.is_ref(), id, "view needs a ref and one index per dim");
+        const Shape s = window_shape(id, r, "view");
         check(result(0) == Type::ref(r.dtype, s, r.space), id, "result must be the window's ref type");
         return;
       }

@@ -354,6 +354,42 @@ void Emitter::emit_reshape(const ir::Op& op) {
   values_[op.results[0]] = r;
 }
 
+// slice: a lazy window of the operand. Each start is clamped once, before the loops that read the
+// window (rules::clamp_slice_start), so an element costs only the index arithmetic.
+void Emitter::emit_slice(const ir::Op& op) {
+  const auto& attr = std::get<ir::ViewAttr>(op.attr);
+  const ir::WindowOperands operands = ir::window_operands(op);
+  const Shape src = fn_.type(operands.ref).shape;
+  Index first;
+  for (size_t d = 0; d < attr.dims.size(); ++d) {
+    const ir::ViewDim& dim = attr.dims[d];
+    const int64_t extent = dim.squeeze ? 1 : rules::slice_extent(dim.size, dim.stride);
+    llvm::Value* start = b_.CreateSExt(tensor(operands.starts[d]).scalar, b_.getInt64Ty());
+    llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSLT(start, b_.getInt64(0)), b_.getInt64(0), start);
+    const int64_t hi = src[d] - extent;
+    first.push_back(b_.CreateSelect(b_.CreateICmpSGT(lo, b_.getInt64(hi)), b_.getInt64(hi), lo));
+  }
+  const ValueId a = operands.ref;
+  used(op);
+  auto gen = [this, attr, first, a](const Index& i) {
+    Index j;
+    size_t r = 0;
+    for (size_t d = 0; d < attr.dims.size(); ++d) {
+      const ir::ViewDim& dim = attr.dims[d];
+      if (dim.squeeze) j.push_back(first[d]);
+      else j.push_back(b_.CreateAdd(first[d], b_.CreateMul(i[r++], b_.getInt64(dim.stride))));
+    }
+    return elem(a, j);
+  };
+  const Type t = fn_.type(op.results[0]);
+  if (t.is_scalar()) {
+    prepare(a);  // one element, read now
+    set_scalar(op.results[0], t.dtype, gen({}));
+  } else {
+    set_lazy(op.results[0], t, {a}, std::move(gen));
+  }
+}
+
 void Emitter::reduce(const ir::Op& op) {
   const ValueId src = op.operands[0];
   const Type st = fn_.type(src), t = fn_.type(op.results[0]);

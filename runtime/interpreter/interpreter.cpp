@@ -11,6 +11,7 @@
 #include "jit/ir/operands.h"
 #include "jit/ir/printer.h"
 #include "runtime/block_ops.h"
+#include "runtime/interpreter/layout_ops.h"
 #include "runtime/race_detector.h"
 
 namespace tessera::rt {
@@ -70,6 +71,7 @@ bool computes_float(const ir::Op& op, const ir::Function& fn) {
     case OpKind::BroadcastTo:
     case OpKind::Reshape:
     case OpKind::Transpose:
+    case OpKind::Slice:
     case OpKind::ReduceSum:
     case OpKind::ReduceMax:
     case OpKind::ReduceMin:
@@ -339,6 +341,12 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
     case OpKind::Transpose:
       set(transpose(tensor(in(0)), std::get<std::vector<int64_t>>(op.attr)));
       return;
+    case OpKind::Slice: {
+      std::vector<int64_t> starts;
+      for (ir::ValueId s : ir::window_operands(op).starts) starts.push_back(as_int(val(s)));
+      set(slice_window(tensor(in(0)), starts, std::get<ir::ViewAttr>(op.attr)));
+      return;
+    }
     case OpKind::ReduceSum:
     case OpKind::ReduceMax:
     case OpKind::ReduceMin:

@@ -62,6 +62,10 @@ inline ir::Function kernel_with_every_op() {
     (void)rs;
     // A window of the scratch: row pid (squeezed), columns 0, 2, 4, 6.
     ValueId zero = b.create_value(OpKind::Constant, {}, s(DType::i32), Literal::of_int(0), {});
+    // The same window of a value: row pid of bc, columns 0, 2, 4, 6.
+    ValueId sl = b.create_value(OpKind::Slice, {bc, pid, zero}, blk(DType::f32, {4}),
+                                ViewAttr{{ViewDim{true, 1, 1}, ViewDim{false, 4, 2}}}, {});
+    (void)sl;
     ValueId win = b.create_value(OpKind::View, {scratch, pid, zero}, Type::ref(DType::f32, {4}, MemorySpace::VMEM),
                                  ViewAttr{{ViewDim{true, 1, 1}, ViewDim{false, 4, 2}}}, {});
     ValueId wmask = b.create_value(OpKind::Constant, {}, blk(DType::i1, {4}), Literal::of_int(1), {});

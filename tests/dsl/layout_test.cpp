@@ -1,0 +1,125 @@
+// Rearranging loaded values (dsl/layout.h): indexing a value with static and traced starts, run
+// compiled and interpreted, each compared with a plain host computation, and the errors of bad
+// indices.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "tests/support/kernels.h"
+#include "tests/support/user_error.h"
+
+using namespace tessera;
+namespace pl = tessera;
+
+namespace {
+
+// x[r, c] of a row-major host array.
+float at(const pl::Array& x, int64_t r, int64_t c) { return x.at<float>({r, c}); }
+
+// Runs a one-input kernel in each backend and checks `expect` on the output.
+void each_backend(const std::function<void(pl::Ref, pl::Ref)>& kernel, const pl::Array& x, pl::ShapeDtype out,
+                  const std::function<void(const pl::Array&)>& expect) {
+  testing::for_each_backend([&](const pl::CallOptions& o) { expect(pl::pallas_call(kernel, pl::GridSpec{}, out, o)(x)); });
+}
+
+}  // namespace
+
+TEST_SUITE("dsl") {
+  TEST_CASE("layout: static indexing of a loaded value squeezes integer indices as jax does") {
+    const pl::Array x = testing::ramp(4, 8);
+    // v[2]: row 2, the dim dropped.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = xr()[2]; }, x, pl::ShapeDtype({8}, pl::f32), [&](const pl::Array& got) {
+      for (int64_t c = 0; c < 8; ++c) CHECK(got.at<float>({c}) == at(x, 2, c));
+    });
+    // v[:, pl.ds(3, 4)]: columns 3..6 of every row.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = xr()(pl::all, pl::ds(3, 4)); }, x, pl::ShapeDtype({4, 4}, pl::f32),
+                 [&](const pl::Array& got) {
+                   for (int64_t r = 0; r < 4; ++r)
+                     for (int64_t c = 0; c < 4; ++c) CHECK(got.at<float>({r, c}) == at(x, r, 3 + c));
+                 });
+    // v[pl.ds(1, 2, 2), 5]: rows 1 and 3 of column 5 (strided, the column dropped).
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = (xr() * 2.0f)(pl::ds(1, 2, 2), 5); }, x, pl::ShapeDtype({2}, pl::f32),
+                 [&](const pl::Array& got) {
+                   CHECK(got.at<float>({0}) == 2 * at(x, 1, 5));
+                   CHECK(got.at<float>({1}) == 2 * at(x, 3, 5));
+                 });
+    // v[3, 7]: one element, a scalar that broadcasts into the output.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::full({2}, xr()(3, 7), pl::f32); }, x, pl::ShapeDtype({2}, pl::f32),
+                 [&](const pl::Array& got) { CHECK(got.at<float>({1}) == at(x, 3, 7)); });
+    // v[1][2]: indexing an indexed value.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = xr()[1](pl::ds(2, 3)); }, x, pl::ShapeDtype({3}, pl::f32),
+                 [&](const pl::Array& got) {
+                   for (int64_t c = 0; c < 3; ++c) CHECK(got.at<float>({c}) == at(x, 1, 2 + c));
+                 });
+  }
+
+  TEST_CASE("layout: a traced start is clamped so that the window fits, as lax.dynamic_slice does") {
+    const pl::Array x = testing::ramp(4, 8);
+    for (int32_t start : {-5, 0, 2, 4, 5, 100}) {
+      INFO("start " << start);
+      const pl::Array s = pl::Array::from_vector<int32_t>({start}, {1});
+      // The reference: the start clamped into [0, 8 - 4] by hand.
+      const int64_t first = std::clamp<int64_t>(start, 0, 4);
+      const int64_t row = std::clamp<int64_t>(start, 0, 3);
+      auto kernel = [](pl::Ref xr, pl::Ref sr, pl::Ref o, pl::Ref r) {
+        const pl::Value i = sr(0);
+        o() = xr()(pl::all, pl::ds(i, 4));
+        r() = pl::dynamic_slice(xr(), {i, 1}, {1, 6}).reshape({6});
+      };
+      testing::for_each_backend([&](const pl::CallOptions& opts) {
+        const std::vector<pl::Array> outs =
+            pl::pallas_call(kernel, pl::GridSpec{},
+                            std::vector<pl::ShapeDtype>{pl::ShapeDtype({4, 4}, pl::f32), pl::ShapeDtype({6}, pl::f32)}, opts)(x, s);
+        const pl::Array& got = outs[0];
+        const pl::Array& rows = outs[1];
+        for (int64_t r = 0; r < 4; ++r)
+          for (int64_t c = 0; c < 4; ++c) CHECK(got.at<float>({r, c}) == at(x, r, first + c));
+        for (int64_t c = 0; c < 6; ++c) CHECK(rows.at<float>({c}) == at(x, row, 1 + c));
+      });
+    }
+  }
+
+  TEST_CASE("layout: a traced integer index squeezes its dim and is clamped too") {
+    const pl::Array x = testing::ramp(4, 8);
+    for (int32_t index : {-1, 2, 9}) {
+      INFO("index " << index);
+      const int64_t row = std::clamp<int64_t>(index, 0, 3);
+      const pl::Array s = pl::Array::from_vector<int32_t>({index}, {1});
+      testing::for_each_backend([&](const pl::CallOptions& opts) {
+        const pl::Array got = pl::pallas_call([](pl::Ref xr, pl::Ref sr, pl::Ref o) { o() = xr()[sr(0)]; }, pl::GridSpec{},
+                                              pl::ShapeDtype({8}, pl::f32), opts)(x, s);
+        for (int64_t c = 0; c < 8; ++c) CHECK(got.at<float>({c}) == at(x, row, c));
+      });
+    }
+  }
+
+  TEST_CASE("layout: bad indices of a value are reported at the user's line") {
+    const pl::Array x = testing::ramp(4, 8);
+    auto trace = [&](const std::function<pl::Value(pl::Value)>& f, pl::ShapeDtype out) {
+      pl::pallas_call([&](pl::Ref xr, pl::Ref o) { o() = f(xr()); }, pl::GridSpec{}, out)(x);
+    };
+    testing::check_user_error([&] { trace([](pl::Value v) { return v[4]; }, pl::ShapeDtype({8}, pl::f32)); },
+                              "a static index or slice is out of bounds",
+                              "index 4 reaches element 4 of dim 0, which has 4 elements (a (4, 8) block of f32)",
+                              "keep the window inside [0, 4)", "layout_test.cpp");
+    testing::check_user_error(
+        [&] { trace([](pl::Value v) { return v(pl::all, pl::ds(6, 3)); }, pl::ShapeDtype({4, 3}, pl::f32)); },
+        "a static index or slice is out of bounds",
+        "ds(6, 3) reaches element 8 of dim 1, which has 8 elements (a (4, 8) block of f32)", "keep the window inside [0, 8)",
+        "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return v(0, 1, 2); }, pl::ShapeDtype({}, pl::f32)); },
+                              "too many indices for the value", "3 indices for a (4, 8) block of f32", "index at most 2 dims",
+                              "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return v[v]; }, pl::ShapeDtype({8}, pl::f32)); },
+                              "a value index must be an integer scalar", "a (4, 8) block of f32 in dim 0 of a (4, 8) block of f32",
+                              "index with an i32 or i64 scalar (cast with .astype(pl::i32))", "layout_test.cpp");
+    testing::check_user_error(
+        [&] { trace([](pl::Value v) { return pl::dynamic_slice(v, {0}, {4}); }, pl::ShapeDtype({4}, pl::f32)); },
+        "pl::dynamic_slice needs one start and one size per dim", "1 starts and 1 sizes for a (4, 8) block of f32",
+        "pass 2 starts and 2 sizes", "layout_test.cpp");
+    testing::check_user_error(
+        [&] { trace([](pl::Value v) { return pl::dynamic_slice(v, {0, 0}, {5, 8}); }, pl::ShapeDtype({5, 8}, pl::f32)); },
+        "pl::dynamic_slice: a size is larger than its dim", "size 5 for dim 0 of a (4, 8) block of f32",
+        "use a size of at most 4", "layout_test.cpp");
+  }
+}
