@@ -332,7 +332,8 @@ class Printer {
       switch (o.kind) {
         case OpKind::ProgramId:
         case OpKind::NumPrograms:
-        case OpKind::Iota: key = "axis="; break;
+        case OpKind::Iota:
+        case OpKind::Concatenate: key = "axis="; break;
         case OpKind::Transpose: key = "perm="; break;
         case OpKind::DmaWait: key = "bytes="; break;
         case OpKind::AxisIndex: key = "axis="; break;

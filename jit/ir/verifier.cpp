@@ -266,6 +266,24 @@ class Verifier {
         check(result(0) == Type::tensor(a.dtype, s), id, "result must be the window's type");
         return;
       }
+      case OpKind::Concatenate: {
+        check(!o.operands.empty() && o.results.size() == 1, id, "concatenate takes one or more values");
+        const Type& first = t(o.operands[0]);
+        const auto* axis = std::get_if<int64_t>(&o.attr);
+        check(first.is_block() && axis && *axis >= 0 && *axis < first.rank(), id, "concatenate needs blocks and an axis in range");
+        Shape s = first.shape;
+        s[*axis] = 0;
+        for (ValueId v : o.operands) {
+          Shape other = t(v).shape;
+          check(t(v).is_block() && t(v).dtype == first.dtype && other.size() == s.size(), id,
+                "the values must have one dtype and rank");
+          s[*axis] += other[*axis];
+          other[*axis] = s[*axis];
+          check(other == s, id, "the values must agree on every dim but the axis");
+        }
+        check(result(0) == Type::tensor(first.dtype, s), id, "result must be the joined shape");
+        return;
+      }
       case OpKind::ReduceSum:
       case OpKind::ReduceMax:
       case OpKind::ReduceMin: {

@@ -348,9 +348,29 @@ void Emitter::emit_reshape(const ir::Op& op) {
     set_lazy(op.results[0], fn_.type(op.results[0]), {}, [s](const Index&) { return s; });
     return;
   }
+  // A reshape that only inserts or drops size-1 dims keeps every other dim in order: it stays lazy
+  // (an index map), so pl::broadcast_in_dim, pl::repeat and pl::tile fuse into what reads them.
+  const Type t = fn_.type(op.results[0]);
+  const Shape from = fn_.type(a).shape;
+  std::vector<size_t> src_dims, dst_dims;
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] != 1) src_dims.push_back(d);
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.shape[d] != 1) dst_dims.push_back(d);
+  const bool unit_dims_only = !t.is_scalar() && src_dims.size() == dst_dims.size() &&
+                              std::equal(src_dims.begin(), src_dims.end(), dst_dims.begin(),
+                                         [&](size_t s, size_t d) { return from[s] == t.shape[d]; });
+  if (unit_dims_only) {
+    set_lazy(op.results[0], t, {a}, [this, a, rank = from.size(), src_dims, dst_dims](const Index& i) {
+      Index j(rank, b_.getInt64(0));
+      for (size_t k = 0; k < src_dims.size(); ++k) j[src_dims[k]] = i[dst_dims[k]];
+      return elem(a, j);
+    });
+    return;
+  }
   materialize(a);
   TensorCg r = tensor(a);
-  r.shape = fn_.type(op.results[0]).shape;
+  r.shape = t.shape;
   values_[op.results[0]] = r;
 }
 
@@ -388,6 +408,27 @@ void Emitter::emit_slice(const ir::Op& op) {
   } else {
     set_lazy(op.results[0], t, {a}, std::move(gen));
   }
+}
+
+// concatenate: each operand's loop nest writes its part of a buffer, so every part is one plain
+// (vectorisable) loop instead of a select between operands at every element.
+void Emitter::emit_concatenate(const ir::Op& op) {
+  const Type t = fn_.type(op.results[0]);
+  const int64_t axis = std::get<int64_t>(op.attr);
+  used(op);
+  llvm::Value* out = temp(std::max<int64_t>(1, t.num_elements()) * dtype_size(t.dtype));
+  int64_t offset = 0;
+  for (ValueId v : op.operands) {
+    prepare(v);
+    const Shape part = fn_.type(v).shape;
+    loop_nest(part, [&](const Index& i) {
+      Index o = i;
+      o[axis] = b_.CreateAdd(i[axis], b_.getInt64(offset));
+      store_element(b_, t.dtype, element_address(b_, t.dtype, out, linear(o, t.shape)), elem(v, i));
+    });
+    offset += part[axis];
+  }
+  values_[op.results[0]] = TensorCg{.kind = TensorCg::Kind::Buffer, .dtype = t.dtype, .shape = t.shape, .buffer = out};
 }
 
 void Emitter::reduce(const ir::Op& op) {

@@ -10,6 +10,7 @@
 
 #include "jit/ir/operands.h"
 #include "jit/ir/printer.h"
+#include "runtime/array_ops.h"
 #include "runtime/block_ops.h"
 #include "runtime/interpreter/layout_ops.h"
 #include "runtime/race_detector.h"
@@ -72,6 +73,7 @@ bool computes_float(const ir::Op& op, const ir::Function& fn) {
     case OpKind::Reshape:
     case OpKind::Transpose:
     case OpKind::Slice:
+    case OpKind::Concatenate:
     case OpKind::ReduceSum:
     case OpKind::ReduceMax:
     case OpKind::ReduceMin:
@@ -341,6 +343,12 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
     case OpKind::Transpose:
       set(transpose(tensor(in(0)), std::get<std::vector<int64_t>>(op.attr)));
       return;
+    case OpKind::Concatenate: {
+      std::vector<Array> parts;
+      for (ir::ValueId v : op.operands) parts.push_back(tensor(val(v)));
+      set(concatenate(parts, std::get<int64_t>(op.attr)));
+      return;
+    }
     case OpKind::Slice: {
       std::vector<int64_t> starts;
       for (ir::ValueId s : ir::window_operands(op).starts) starts.push_back(as_int(val(s)));

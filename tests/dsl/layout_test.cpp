@@ -122,4 +122,111 @@ TEST_SUITE("dsl") {
         "pl::dynamic_slice: a size is larger than its dim", "size 5 for dim 0 of a (4, 8) block of f32",
         "use a size of at most 4", "layout_test.cpp");
   }
+
+  TEST_CASE("layout: concatenate joins values along an axis, promoting their dtypes") {
+    const pl::Array x = testing::ramp(4, 8);
+    // Along dim 1: columns 0..2 of x, x * 2 whole, then row-constant i32 columns (promoted to f32).
+    auto kernel = [](pl::Ref xr, pl::Ref o) {
+      const pl::Value v = xr();
+      o() = pl::concatenate({v(pl::all, pl::ds(0, 3)), v * 2.0f, pl::iota({4, 2}, 0)}, -1);
+    };
+    each_backend(kernel, x, pl::ShapeDtype({4, 13}, pl::f32), [&](const pl::Array& got) {
+      for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 13; ++c) {
+          const float want = c < 3 ? at(x, r, c) : c < 11 ? 2 * at(x, r, c - 3) : static_cast<float>(r);
+          INFO(r << ", " << c);
+          CHECK(got.at<float>({r, c}) == want);
+        }
+    });
+    // Along dim 0, rows reversed by two single-row windows.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::concatenate({xr()(pl::ds(3, 1)), xr()(pl::ds(0, 1))}); }, x,
+                 pl::ShapeDtype({2, 8}, pl::f32), [&](const pl::Array& got) {
+                   for (int64_t c = 0; c < 8; ++c) {
+                     CHECK(got.at<float>({0, c}) == at(x, 3, c));
+                     CHECK(got.at<float>({1, c}) == at(x, 0, c));
+                   }
+                 });
+  }
+
+  TEST_CASE("layout: repeat, tile and broadcast_in_dim follow jnp and lax") {
+    const pl::Array x = testing::ramp(2, 4);
+    // jnp.repeat(x, 3, axis=1): each element three times in a row.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::repeat(xr(), 3, 1); }, x, pl::ShapeDtype({2, 12}, pl::f32),
+                 [&](const pl::Array& got) {
+                   for (int64_t r = 0; r < 2; ++r)
+                     for (int64_t c = 0; c < 12; ++c) CHECK(got.at<float>({r, c}) == at(x, r, c / 3));
+                 });
+    // jnp.repeat(x, 2) flattens first; jnp.repeat(x, 2, axis=0) repeats rows.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::repeat(xr(), 2); }, x, pl::ShapeDtype({16}, pl::f32),
+                 [&](const pl::Array& got) {
+                   for (int64_t i = 0; i < 16; ++i) CHECK(got.at<float>({i}) == at(x, i / 2 / 4, i / 2 % 4));
+                 });
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::repeat(xr(), 2, 0) + 1.0f; }, x, pl::ShapeDtype({4, 4}, pl::f32),
+                 [&](const pl::Array& got) {
+                   for (int64_t r = 0; r < 4; ++r)
+                     for (int64_t c = 0; c < 4; ++c) CHECK(got.at<float>({r, c}) == at(x, r / 2, c) + 1);
+                 });
+    // jnp.tile(x, (2, 3)): the whole block twice down and three times across.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::tile(xr(), {2, 3}); }, x, pl::ShapeDtype({4, 12}, pl::f32),
+                 [&](const pl::Array& got) {
+                   for (int64_t r = 0; r < 4; ++r)
+                     for (int64_t c = 0; c < 12; ++c) CHECK(got.at<float>({r, c}) == at(x, r % 2, c % 4));
+                 });
+    // More reps than dims: a leading dim; fewer: the reps apply to the last dims.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::tile(xr(), {3, 1, 1}); }, x, pl::ShapeDtype({3, 2, 4}, pl::f32),
+                 [&](const pl::Array& got) { CHECK(got.at<float>({2, 1, 3}) == at(x, 1, 3)); });
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::tile(xr(), {2}); }, x, pl::ShapeDtype({2, 8}, pl::f32),
+                 [&](const pl::Array& got) {
+                   for (int64_t c = 0; c < 8; ++c) CHECK(got.at<float>({1, c}) == at(x, 1, c % 4));
+                 });
+    // lax.broadcast_in_dim(row, (3, 4, 5), (1,)): row r of x along the middle dim.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::broadcast_in_dim(xr()[1], {3, 4, 5}, {1}); }, x,
+                 pl::ShapeDtype({3, 4, 5}, pl::f32), [&](const pl::Array& got) {
+                   for (int64_t i = 0; i < 3; ++i)
+                     for (int64_t j = 0; j < 4; ++j)
+                       for (int64_t k = 0; k < 5; ++k) CHECK(got.at<float>({i, j, k}) == at(x, 1, j));
+                 });
+    // A (2, 1) column stretched along a new middle dim and its own size-1 dim: (2, 3, 6).
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::broadcast_in_dim(xr()(pl::all, pl::ds(2, 1)), {2, 3, 6}, {0, 2}); },
+                 x, pl::ShapeDtype({2, 3, 6}, pl::f32), [&](const pl::Array& got) {
+                   for (int64_t i = 0; i < 2; ++i) CHECK(got.at<float>({i, 2, 5}) == at(x, i, 2));
+                 });
+  }
+
+  TEST_CASE("layout: bad concatenate, repeat, tile and broadcast_in_dim arguments are reported at the user's line") {
+    const pl::Array x = testing::ramp(4, 8);
+    auto trace = [&](const std::function<pl::Value(pl::Value)>& f) {
+      pl::pallas_call([&](pl::Ref xr, pl::Ref o) { o() = f(xr()); }, pl::GridSpec{}, pl::ShapeDtype({4, 8}, pl::f32))(x);
+    };
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::concatenate({v, v[0]}, 0); }); },
+                              "pl::concatenate: the values differ in a dim other than the axis",
+                              "value 1 is a (8,) block of f32 and value 0 is a (4, 8) block of f32, joined along axis 0",
+                              "make every dim but the axis equal (reshape or broadcast first)", "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::concatenate({v, v}, 2); }); },
+                              "pl::concatenate: the axis is out of range", "axis 2 for a (4, 8) block of f32",
+                              "pass an axis in [-2, 2)", "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::concatenate({v(0, 0), v(0, 1)}); }); },
+                              "pl::concatenate cannot join scalars", "an f32 scalar",
+                              "join blocks, or make scalars blocks first with .reshape({1})", "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::repeat(v, -1, 0); }); },
+                              "pl::repeat needs a count >= 0", "repeats = -1", "pass a non-negative count", "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::repeat(v, 2, 3); }); },
+                              "pl::repeat: the axis is out of range", "axis 3 for a (4, 8) block of f32",
+                              "pass an axis in [-2, 2)", "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::tile(v, {1, -2}); }); },
+                              "pl::tile needs counts >= 0", "reps (1, -2)", "pass non-negative counts", "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::broadcast_in_dim(v, {8, 4}, {1, 0}); }); },
+                              "pl::broadcast_in_dim: broadcast_dimensions must be strictly increasing result dims",
+                              "a (4, 8) block of f32 to shape (8, 4) with broadcast_dimensions (1, 0)",
+                              "list distinct dims in [0, 2) in increasing order", "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::broadcast_in_dim(v, {4, 3, 9}, {0, 2}); }); },
+                              "pl::broadcast_in_dim: an operand dim is neither 1 nor its result dim",
+                              "a (4, 8) block of f32 to shape (4, 3, 9) with broadcast_dimensions (0, 2)",
+                              "make operand dim 1 (8) equal to result dim 2 (9), or 1",
+                              "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::broadcast_in_dim(v, {4, 8}, {0}); }); },
+                              "pl::broadcast_in_dim needs one broadcast dimension per operand dim",
+                              "a (4, 8) block of f32 to shape (4, 8) with broadcast_dimensions (0)",
+                              "list 2 result dims, one for each operand dim", "layout_test.cpp");
+  }
 }

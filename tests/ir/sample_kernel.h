@@ -66,6 +66,8 @@ inline ir::Function kernel_with_every_op() {
     ValueId sl = b.create_value(OpKind::Slice, {bc, pid, zero}, blk(DType::f32, {4}),
                                 ViewAttr{{ViewDim{true, 1, 1}, ViewDim{false, 4, 2}}}, {});
     (void)sl;
+    ValueId cat = b.create_value(OpKind::Concatenate, {rs, rs}, blk(DType::f32, {128}), int64_t{0}, {});
+    (void)cat;
     ValueId win = b.create_value(OpKind::View, {scratch, pid, zero}, Type::ref(DType::f32, {4}, MemorySpace::VMEM),
                                  ViewAttr{{ViewDim{true, 1, 1}, ViewDim{false, 4, 2}}}, {});
     ValueId wmask = b.create_value(OpKind::Constant, {}, blk(DType::i1, {4}), Literal::of_int(1), {});

@@ -116,6 +116,14 @@ TEST_SUITE("ir") {
     b5.create_value(OpKind::Slice, {w, j, j}, Type::tensor(DType::f32, {1, 4}), ViewAttr{{ViewDim{true, 1, 1}, ViewDim{false, 4, 1}}},
                     {});
     CHECK_THROWS_WITH_AS(verify(fn5), doctest::Contains("result must be the window's type"), InternalError);
+
+    // concatenate: every dim but the axis agrees.
+    Function fn6;
+    Builder b6(fn6, "k");
+    ValueId c0 = b6.add_param(Type::tensor(DType::f32, {4, 8}));
+    ValueId c1 = b6.add_param(Type::tensor(DType::f32, {3, 8}));
+    b6.create_value(OpKind::Concatenate, {c0, c1}, Type::tensor(DType::f32, {4, 16}), int64_t{1}, {});
+    CHECK_THROWS_WITH_AS(verify(fn6), doctest::Contains("the values must agree on every dim but the axis"), InternalError);
   }
 
   TEST_CASE("verifier: the message carries the op's source line and the IR") {
