@@ -186,6 +186,12 @@ Value logical_not(const Operand& x);
 Value where(const Operand& cond, const Operand& a, const Operand& b);
 Value select(const Operand& cond, const Operand& a, const Operand& b);
 Value astype(const Operand& x, DType dtype);
+// lax.bitcast_convert_type: x's bits read as `dtype`, which must have the same width: f32 <-> i32 and
+// f64 <-> i64 (other pairs, and different widths, are a UserError).
+Value bitcast(const Operand& x, DType dtype);
+// pl.multiple_of: x (an integer scalar, e.g. a traced index) promised to be a multiple of n. The
+// interpreter checks the promise at run time and fails naming the value; compiled code uses x as is.
+Value multiple_of(const Operand& x, int64_t n);
 // lax.clamp(lo, x, hi) and jnp.clip(x, lo, hi): x limited to [lo, hi], element-wise.
 Value clamp(const Operand& lo, const Operand& x, const Operand& hi);
 Value clip(const Operand& x, const Operand& lo, const Operand& hi);

@@ -336,6 +336,7 @@ class Printer {
         case OpKind::Concatenate: key = "axis="; break;
         case OpKind::Transpose: key = "perm="; break;
         case OpKind::DmaWait: key = "bytes="; break;
+        case OpKind::MultipleOf: key = "n="; break;
         case OpKind::AxisIndex: key = "axis="; break;
         case OpKind::RemoteDmaStart:
         case OpKind::RemoteSemaphoreSignal: key = "device="; break;

@@ -208,6 +208,25 @@ class Verifier {
         check(t(o.operands[0]).is_tensor() && result(0).is_tensor() && result(0).shape == t(o.operands[0]).shape, id,
               "cast keeps the shape");
         return;
+      case OpKind::Bitcast: {
+        expect_counts(id, 1, 1);
+        const Type& a = t(o.operands[0]);
+        const bool pair = (a.dtype == DType::f32 && result(0).dtype == DType::i32) ||
+                          (a.dtype == DType::i32 && result(0).dtype == DType::f32) ||
+                          (a.dtype == DType::f64 && result(0).dtype == DType::i64) ||
+                          (a.dtype == DType::i64 && result(0).dtype == DType::f64);
+        check(a.is_tensor() && result(0).is_tensor() && result(0).shape == a.shape && pair, id,
+              "bitcast is between f32 and i32 or f64 and i64, keeping the shape");
+        return;
+      }
+      case OpKind::MultipleOf: {
+        expect_counts(id, 1, 1);
+        const Type& a = t(o.operands[0]);
+        const auto* n = std::get_if<int64_t>(&o.attr);
+        check(a.is_scalar() && is_int(a.dtype) && result(0) == a, id, "multiple_of takes and gives one integer scalar");
+        check(n && *n > 0, id, "multiple_of needs a positive n");
+        return;
+      }
       case OpKind::Select: {
         expect_counts(id, 3, 1);
         const Type& c = t(o.operands[0]);

@@ -332,6 +332,8 @@ void Emitter::emit_op(ir::OpId id) {
     case OpKind::Reshape: emit_reshape(op); return;
     case OpKind::Slice: emit_slice(op); return;
     case OpKind::Concatenate: emit_concatenate(op); return;
+    case OpKind::Bitcast: emit_bitcast(op); return;
+    case OpKind::MultipleOf: emit_multiple_of(op); return;
     case OpKind::ReduceSum:
     case OpKind::ReduceMax:
     case OpKind::ReduceMin: reduce(op); return;

@@ -410,6 +410,19 @@ void Emitter::emit_slice(const ir::Op& op) {
   }
 }
 
+// bitcast: f32 <-> i32 and f64 <-> i64, whose compute types are their storage types.
+void Emitter::emit_bitcast(const ir::Op& op) {
+  llvm::Type* to = compute_type(b_, fn_.type(op.results[0]).dtype);
+  ValueId a = op.operands[0];
+  elementwise(op, [this, to, a](const Index& i) { return b_.CreateBitCast(elem(a, i), to); });
+}
+
+// multiple_of: the value itself; the promise is checked by the interpreter only.
+void Emitter::emit_multiple_of(const ir::Op& op) {
+  used(op);
+  set_scalar(op.results[0], fn_.type(op.results[0]).dtype, tensor(op.operands[0]).scalar);
+}
+
 // concatenate: each operand's loop nest writes its part of a buffer, so every part is one plain
 // (vectorisable) loop instead of a select between operands at every element.
 void Emitter::emit_concatenate(const ir::Op& op) {

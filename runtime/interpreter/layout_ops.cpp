@@ -38,4 +38,10 @@ Array slice_window(const Array& a, std::span<const int64_t> starts, const ir::Vi
   return out;
 }
 
+Array bitcast(const Array& a, DType dtype) {
+  Array out(dtype, a.shape());
+  std::memcpy(out.mutable_data(), a.data(), static_cast<size_t>(a.nbytes()));
+  return out;
+}
+
 }  // namespace tessera::rt

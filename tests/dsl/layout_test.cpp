@@ -1,9 +1,10 @@
-// Rearranging loaded values (dsl/layout.h): indexing a value with static and traced starts, run
-// compiled and interpreted, each compared with a plain host computation, and the errors of bad
-// indices.
+// Rearranging loaded values (dsl/layout.h) and reading their bits (pl::bitcast, pl::multiple_of):
+// indexing with static and traced starts, concatenate, repeat, tile, broadcast_in_dim, run compiled
+// and interpreted, each compared with a plain host computation, and the errors of bad arguments.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 
 #include "tests/support/kernels.h"
 #include "tests/support/user_error.h"
@@ -228,5 +229,62 @@ TEST_SUITE("dsl") {
                               "pl::broadcast_in_dim needs one broadcast dimension per operand dim",
                               "a (4, 8) block of f32 to shape (4, 8) with broadcast_dimensions (0)",
                               "list 2 result dims, one for each operand dim", "layout_test.cpp");
+  }
+
+  TEST_CASE("values: bitcast reads the bits as another dtype of the same width") {
+    const pl::Array x = pl::Array::from_vector<float>({1.0f, -2.5f, 0.0f, -0.0f, 3.0e-39f, 1.0e30f, -7.0f, 0.1f}, {8});
+    // f32 -> i32 -> + 1 -> f32: the next float up (for positive x), computed from the bits.
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::bitcast(pl::bitcast(xr(), pl::i32) + 1, pl::f32); }, x,
+                 pl::ShapeDtype({8}, pl::f32), [&](const pl::Array& got) {
+                   for (int64_t i = 0; i < 8; ++i) {
+                     const float f = x.at<float>({i});
+                     CHECK(std::bit_cast<uint32_t>(got.at<float>({i})) == std::bit_cast<uint32_t>(f) + 1u);
+                   }
+                 });
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::bitcast(xr(), pl::i32); }, x, pl::ShapeDtype({8}, pl::i32),
+                 [&](const pl::Array& got) {
+                   for (int64_t i = 0; i < 8; ++i)
+                     CHECK(got.at<int32_t>({i}) == std::bit_cast<int32_t>(x.at<float>({i})));
+                 });
+    const pl::Array d = pl::Array::from_vector<double>({1.0, -0.0, 1e300, -3.25}, {4});
+    each_backend([](pl::Ref xr, pl::Ref o) { o() = pl::bitcast(pl::bitcast(xr(), pl::i64) ^ int64_t{1} << 63, pl::f64); }, d,
+                 pl::ShapeDtype({4}, pl::f64), [&](const pl::Array& got) {
+                   for (int64_t i = 0; i < 4; ++i) CHECK(got.at<double>({i}) == -d.at<double>({i}));
+                 });
+    auto trace = [&](const std::function<pl::Value(pl::Value)>& f) {
+      pl::pallas_call([&](pl::Ref xr, pl::Ref o) { o() = f(xr()); }, pl::GridSpec{}, pl::ShapeDtype({8}, pl::f32))(x);
+    };
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::bitcast(v, pl::i8); }); },
+                              "pl::bitcast cannot read f32 as i8", "a (8,) block of f32",
+                              "bitcast between f32 and i32 or between f64 and i64 (same width); convert values with .astype",
+                              "layout_test.cpp");
+  }
+
+  TEST_CASE("values: multiple_of passes a traced index through, and the interpreter checks the promise") {
+    const pl::Array x = testing::ramp(4, 8);
+    auto kernel = [](pl::Ref xr, pl::Ref sr, pl::Ref o) { o() = xr()(pl::all, pl::ds(pl::multiple_of(sr(0), 4), 4)); };
+    auto call = [&](int32_t start, const pl::CallOptions& opts) {
+      return pl::pallas_call(kernel, pl::GridSpec{}, pl::ShapeDtype({4, 4}, pl::f32), opts)(
+          x, pl::Array::from_vector<int32_t>({start}, {1}));
+    };
+    testing::for_each_backend([&](const pl::CallOptions& opts) {
+      const pl::Array got = call(4, opts);
+      for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 4; ++c) CHECK(got.at<float>({r, c}) == at(x, r, 4 + c));
+    });
+    // A broken promise: the interpreter names the value; compiled code takes it as it is.
+    CHECK_THROWS_WITH_AS(call(2, testing::interpret()),
+                         doctest::Contains("pl::multiple_of: the value is 2, which is not a multiple of 4 as the kernel promised"),
+                         pl::RuntimeError);
+    CHECK(call(2, pl::CallOptions{}).at<float>({0, 0}) == at(x, 0, 2));
+    auto trace = [&](const std::function<pl::Value(pl::Value)>& f) {
+      pl::pallas_call([&](pl::Ref xr, pl::Ref o) { o() = f(xr()); }, pl::GridSpec{}, pl::ShapeDtype({4, 8}, pl::f32))(x);
+    };
+    testing::check_user_error([&] { trace([](pl::Value v) { return v + pl::multiple_of(v, 8); }); },
+                              "pl::multiple_of takes an integer scalar", "a (4, 8) block of f32",
+                              "pass a traced index, e.g. pl::program_id(0) * 8", "layout_test.cpp");
+    testing::check_user_error([&] { trace([](pl::Value v) { return v + pl::multiple_of(1, 0).astype(pl::f32); }); },
+                              "pl::multiple_of needs a positive n", "n = 0", "pass the positive number x is a multiple of",
+                              "layout_test.cpp");
   }
 }
