@@ -44,16 +44,14 @@ TraceContext& trace_of(const Ref& ref, std::string_view api, SourceLoc loc) {
 
 }  // namespace detail
 
-Ref Ref::view(const std::vector<Indexer>& indexers, SourceLoc loc) const {
-  auto& ctx = detail::trace_of(*this, "ref indexing", loc);
-  const Shape s = shape();
+namespace detail {
+
+Window window_of(TraceContext& ctx, const Shape& s, const std::vector<Indexer>& indexers, std::string_view noun,
+                 const std::string& what, SourceLoc loc) {
   if (indexers.size() > s.size())
-    throw UserError("too many indices for the ref", fmt::format("{} indices for {}", indexers.size(), describe()),
+    throw UserError(fmt::format("too many indices for the {}", noun), fmt::format("{} indices for {}", indexers.size(), what),
                     fmt::format("index at most {} dims", s.size()), loc);
-  bool identity = true;
-  ir::ViewAttr attr;
-  std::vector<ir::ValueId> operands{id_};
-  Shape result;
+  Window w;
   for (size_t d = 0; d < s.size(); ++d) {
     const Indexer* ix = d < indexers.size() ? &indexers[d] : nullptr;
     ir::ViewDim dim;
@@ -61,11 +59,11 @@ Ref Ref::view(const std::vector<Indexer>& indexers, SourceLoc loc) const {
     const SourceLoc iloc = ix && ix->loc().known() ? ix->loc() : loc;
     if (!ix || ix->kind() == Indexer::Kind::All) {
       dim = {false, s[d], 1};
-      start = detail::constant(ctx, ir::Literal::of_int(0), Type::scalar(DType::i32), iloc);
+      start = constant(ctx, ir::Literal::of_int(0), Type::scalar(DType::i32), iloc);
     } else {
       const Operand& st = ix->start();
       if (st.is_literal() && st.literal().is_float)
-        throw UserError("a ref index must be an integer", fmt::format("{} in dim {} of {}", st.literal().f, d, describe()),
+        throw UserError(fmt::format("a {} index must be an integer", noun), fmt::format("{} in dim {} of {}", st.literal().f, d, what),
                         "index with integers or integer pl::Values", iloc);
       // Indices are 64-bit where they need to be: a literal beyond i32 becomes an i64 constant and an
       // i64 value stays i64 (both backends widen view starts to 64 bits), so an index of 2^32 or
@@ -73,16 +71,16 @@ Ref Ref::view(const std::vector<Indexer>& indexers, SourceLoc loc) const {
       const bool wide = st.is_literal() ? st.literal().i != static_cast<int32_t>(st.literal().i) : false;
       start = st.materialize(wide ? DType::i64 : DType::i32);
       if (!is_int(start.dtype()) || !start.is_scalar())
-        throw UserError("a ref index must be an integer scalar",
-                        fmt::format("{} in dim {} of {}", detail::describe(start), d, describe()),
+        throw UserError(fmt::format("a {} index must be an integer scalar", noun),
+                        fmt::format("{} in dim {} of {}", describe(start), d, what),
                         "index with an i32 or i64 scalar (cast with .astype(pl::i32))", iloc);
-      if (start.dtype() != DType::i64 && start.dtype() != DType::index) start = detail::cast_to(start, DType::i32, iloc);
+      if (start.dtype() != DType::i64 && start.dtype() != DType::index) start = cast_to(start, DType::i32, iloc);
       if (ix->kind() == Indexer::Kind::Index) {
         dim = {true, 1, 1};
       } else {
         if (ix->size() < 0 || ix->stride() < 1)
           throw UserError("pl::ds needs a size >= 0 and a stride >= 1",
-                          fmt::format("ds(start, {}, {}) in dim {} of {}", ix->size(), ix->stride(), d, describe()),
+                          fmt::format("ds(start, {}, {}) in dim {} of {}", ix->size(), ix->stride(), d, what),
                           "use a non-negative size and a positive stride", iloc);
         dim = {false, ix->size(), ix->stride()};
       }
@@ -96,18 +94,28 @@ Ref Ref::view(const std::vector<Indexer>& indexers, SourceLoc loc) const {
                                       dim.squeeze ? fmt::format("index {}", first)
                                                   : fmt::format("ds({}, {}{})", first, dim.size,
                                                                 dim.stride == 1 ? "" : fmt::format(", {}", dim.stride)),
-                                      first < 0 ? first : last, d, s[d], describe()),
+                                      first < 0 ? first : last, d, s[d], what),
                           fmt::format("keep the window inside [0, {})", s[d]), iloc);
       }
-      identity = false;
+      w.whole = false;
     }
-    attr.dims.push_back(dim);
-    operands.push_back(start.id());
-    if (!dim.squeeze) result.push_back(dim.size);
+    w.attr.dims.push_back(dim);
+    w.starts.push_back(start);
+    if (!dim.squeeze) w.shape.push_back(dim.size);
   }
-  if (identity) return *this;
+  return w;
+}
+
+}  // namespace detail
+
+Ref Ref::view(const std::vector<Indexer>& indexers, SourceLoc loc) const {
+  auto& ctx = detail::trace_of(*this, "ref indexing", loc);
+  const detail::Window w = detail::window_of(ctx, shape(), indexers, "ref", describe(), loc);
+  if (w.whole) return *this;
+  std::vector<ir::ValueId> operands{id_};
+  for (const Value& v : w.starts) operands.push_back(v.id());
   for (ir::ValueId v : operands) ctx.check_visible(v, "ref indexing", loc);
-  ir::ValueId out = ctx.emit_value(OpKind::View, operands, Type::ref(dtype(), result, memory_space()), attr, loc);
+  ir::ValueId out = ctx.emit_value(OpKind::View, operands, Type::ref(dtype(), w.shape, memory_space()), w.attr, loc);
   return Ref(ctx, out);
 }
 

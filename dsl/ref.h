@@ -166,6 +166,17 @@ void check_writable(const Ref& ref, std::string_view api, SourceLoc loc);
 void check_semaphore(const Ref& ref, std::optional<DType> kind, std::string_view api, SourceLoc loc);
 // The value to store into `ref`: dtype and shape checked, literals typed, scalars broadcast.
 Value value_for_store(const Ref& ref, const Operand& v, SourceLoc loc);
+// The window `indexers` pick from an object of `shape` (as many indexers as dims or fewer; the rest
+// are whole): one start per dim, the view attribute and the window's shape, checked the same way for
+// refs and values. `noun` ("ref", "value") and `what` (its description) name the object in errors.
+struct Window {
+  ir::ViewAttr attr;
+  std::vector<Value> starts;
+  Shape shape;
+  bool whole = true;  // every dim whole: the object itself
+};
+Window window_of(TraceContext& ctx, const Shape& shape, const std::vector<Indexer>& indexers, std::string_view noun,
+                 const std::string& what, SourceLoc loc);
 }  // namespace detail
 
 }  // namespace tessera

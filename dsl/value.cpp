@@ -365,6 +365,31 @@ Value where(const Operand& cond, const Operand& a, const Operand& b) {
 
 Value select(const Operand& cond, const Operand& a, const Operand& b) { return where(cond, a, b); }
 
+Value bitcast(const Operand& x, DType dtype) {
+  const Value v = x.materialize();
+  if (v.dtype() == dtype) return v;
+  const bool pair = (is_float(v.dtype()) != is_float(dtype)) && !is_bool(v.dtype()) && !is_bool(dtype) &&
+                    dtype_size(v.dtype()) == dtype_size(dtype) && dtype_size(dtype) >= 4 && dtype != DType::index &&
+                    v.dtype() != DType::index;
+  if (!pair)
+    throw UserError(fmt::format("pl::bitcast cannot read {} as {}", dtype_name(v.dtype()), dtype_name(dtype)), describe(v),
+                    "bitcast between f32 and i32 or between f64 and i64 (same width); convert values with .astype", x.loc());
+  auto& ctx = detail::TraceContext::current("pl::bitcast", x.loc());
+  return emit(ctx, OpKind::Bitcast, {v}, Type::tensor(dtype, v.shape()), {}, x.loc());
+}
+
+Value multiple_of(const Operand& x, int64_t n) {
+  if (n <= 0)
+    throw UserError("pl::multiple_of needs a positive n", fmt::format("n = {}", n), "pass the positive number x is a multiple of",
+                    x.loc());
+  const Value v = x.materialize();
+  if (!v.is_scalar() || !is_int(v.dtype()))
+    throw UserError("pl::multiple_of takes an integer scalar", describe(v), "pass a traced index, e.g. pl::program_id(0) * 8",
+                    x.loc());
+  auto& ctx = detail::TraceContext::current("pl::multiple_of", x.loc());
+  return emit(ctx, OpKind::MultipleOf, {v}, v.type(), n, x.loc());
+}
+
 Value astype(const Operand& x, DType dtype) { return detail::cast_to(x.materialize(dtype), dtype, x.loc()); }
 
 namespace {

@@ -25,6 +25,7 @@ namespace tessera {
 class Ref;
 class RefSlot;
 class IndexArg;
+class Indexer;
 
 namespace detail {
 template <class> inline constexpr bool dependent_false = false;
@@ -73,6 +74,17 @@ class Value {
   Value min(Axes axes = {}, bool keepdims = false, std::source_location loc = std::source_location::current()) const;
   Value transpose(std::vector<int64_t> perm = {}, std::source_location loc = std::source_location::current()) const;
   Value T(std::source_location loc = std::source_location::current()) const;
+
+  // Indexing a value as jax indexes an array (dsl/layout.h): v[i] is v[i] (dim 0, dropped);
+  // v(i, pl::ds(s, n)) is v[i, pl.ds(s, n)] and v(pl::all, j) is v[:, j]. Integer indices drop their
+  // dim; dims past the last index stay whole. A static index outside the value is a UserError; a
+  // traced start is clamped so that the window fits, as lax.dynamic_slice does.
+  Value operator[](Indexer i) const;
+  Value operator()(Indexer i0, std::source_location loc = std::source_location::current()) const;
+  Value operator()(Indexer i0, Indexer i1, std::source_location loc = std::source_location::current()) const;
+  Value operator()(Indexer i0, Indexer i1, Indexer i2, std::source_location loc = std::source_location::current()) const;
+  Value operator()(Indexer i0, Indexer i1, Indexer i2, Indexer i3,
+                   std::source_location loc = std::source_location::current()) const;
 
   // There is deliberately no conversion to bool: a traced value is not known while the kernel is
   // traced, so a C++ `if (v)` does not compile. Branch with pl::when, pl::cond or pl::where.
@@ -174,6 +186,12 @@ Value logical_not(const Operand& x);
 Value where(const Operand& cond, const Operand& a, const Operand& b);
 Value select(const Operand& cond, const Operand& a, const Operand& b);
 Value astype(const Operand& x, DType dtype);
+// lax.bitcast_convert_type: x's bits read as `dtype`, which must have the same width: f32 <-> i32 and
+// f64 <-> i64 (other pairs, and different widths, are a UserError).
+Value bitcast(const Operand& x, DType dtype);
+// pl.multiple_of: x (an integer scalar, e.g. a traced index) promised to be a multiple of n. The
+// interpreter checks the promise at run time and fails naming the value; compiled code uses x as is.
+Value multiple_of(const Operand& x, int64_t n);
 // lax.clamp(lo, x, hi) and jnp.clip(x, lo, hi): x limited to [lo, hi], element-wise.
 Value clamp(const Operand& lo, const Operand& x, const Operand& hi);
 Value clip(const Operand& x, const Operand& lo, const Operand& hi);

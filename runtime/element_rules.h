@@ -256,4 +256,16 @@ inline float f32_round_to_odd(double d) {
   return std::bit_cast<float>(u);
 }
 
+// ---- windows of values ----------------------------------------------------------------------------
+
+// slice (indexing a loaded value with a traced start): the start clamped into [0, dim - extent], so a
+// window of `extent` elements always lies inside a dim of `dim`, as lax.dynamic_slice clamps. Static
+// starts never reach this: the front end rejects an out-of-range static index while tracing.
+constexpr int64_t clamp_slice_start(int64_t start, int64_t extent, int64_t dim) {
+  const int64_t hi = dim - extent;
+  return start < 0 ? 0 : start > hi ? hi : start;
+}
+// The elements a slice dim spans: (size - 1) * stride + 1, or 0 for an empty one.
+constexpr int64_t slice_extent(int64_t size, int64_t stride) { return size == 0 ? 0 : (size - 1) * stride + 1; }
+
 }  // namespace tessera::rules

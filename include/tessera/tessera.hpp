@@ -15,6 +15,7 @@
 #include "dsl/distributed.h"
 #include "dsl/emit_pipeline.h"
 #include "dsl/host_ops.h"
+#include "dsl/layout.h"
 #include "dsl/mpmd_map.h"
 #include "dsl/numerics.h"
 #include "dsl/pallas_call.h"

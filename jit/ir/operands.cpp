@@ -47,7 +47,7 @@ SelectOperands select_operands(const Op& op) {
 }
 
 WindowOperands window_operands(const Op& op) {
-  expect(op, {OpKind::View, OpKind::BlockView}, 1);
+  expect(op, {OpKind::View, OpKind::BlockView, OpKind::Slice}, 1);
   return {op.operands[0], from(op, 1, op.operands.size())};
 }
 

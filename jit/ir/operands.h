@@ -42,7 +42,8 @@ struct SelectOperands {
 };
 SelectOperands select_operands(const Op& op);
 
-// view(ref, starts...) and block_view(array, starts...): one start per dim of `ref`.
+// view(ref, starts...), block_view(array, starts...) and slice(value, starts...): one start per dim
+// of `ref` (for slice, of the value).
 struct WindowOperands {
   ValueId ref;
   OperandSpan starts;

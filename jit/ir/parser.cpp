@@ -449,8 +449,9 @@ class Parser {
         end_line(&self());
         return;
       }
-      case OpKind::View: {
-        // view %ref[%i, ds(%s, size), ds(%s, size, stride)] : type
+      case OpKind::View:
+      case OpKind::Slice: {
+        // view %ref[%i, ds(%s, size), ds(%s, size, stride)] : type (slice %value[...] alike)
         self().operands.push_back(use());
         expect("[");
         ViewAttr va;
@@ -696,7 +697,7 @@ class Parser {
       fail("an attribute, a `:` before the result types, or the end of the line");
     }
     ++pos_;
-    if (key == "axis" || key == "bytes" || key == "depth") return integer();
+    if (key == "axis" || key == "bytes" || key == "depth" || key == "n") return integer();
     if (key == "perm" || key == "axes") return ints();
     if (key == "device") {
       const size_t v = pos_;
@@ -721,7 +722,7 @@ class Parser {
       return d;
     }
     pos_ = at;
-    fail("an attribute key (axis=, bytes=, perm=, axes=, device=, contract=)");
+    fail("an attribute key (axis=, bytes=, n=, perm=, axes=, device=, contract=)");
   }
 
   // [#id] grid=[..] semantics=[..] {operand}...

@@ -171,7 +171,8 @@ class Printer {
                             type_str(fn_.type(o.results[0])));
         end_line(o);
         return;
-      case OpKind::View: {
+      case OpKind::View:
+      case OpKind::Slice: {
         const auto& va = std::get<ViewAttr>(o.attr);
         const WindowOperands operands = window_operands(o);
         std::vector<std::string> dims;
@@ -182,7 +183,7 @@ class Printer {
           else if (d.stride == 1) dims.push_back(fmt::format("ds({}, {})", start, d.size));
           else dims.push_back(fmt::format("ds({}, {}, {})", start, d.size, d.stride));
         }
-        out_ += fmt::format("{}view {}[{}] : {}", results, use(operands.ref), fmt::join(dims, ", "),
+        out_ += fmt::format("{}{} {}[{}] : {}", results, mnemonic(o.kind), use(operands.ref), fmt::join(dims, ", "),
                             type_str(fn_.type(o.results[0])));
         end_line(o);
         return;
@@ -331,9 +332,11 @@ class Printer {
       switch (o.kind) {
         case OpKind::ProgramId:
         case OpKind::NumPrograms:
-        case OpKind::Iota: key = "axis="; break;
+        case OpKind::Iota:
+        case OpKind::Concatenate: key = "axis="; break;
         case OpKind::Transpose: key = "perm="; break;
         case OpKind::DmaWait: key = "bytes="; break;
+        case OpKind::MultipleOf: key = "n="; break;
         case OpKind::AxisIndex: key = "axis="; break;
         case OpKind::RemoteDmaStart:
         case OpKind::RemoteSemaphoreSignal: key = "device="; break;

@@ -115,6 +115,22 @@ class Verifier {
     }
   }
 
+  // view and slice: operand 0 (a ref or a value of `source`'s shape) windowed by one start per dim;
+  // returns the window's shape (squeezed dims dropped).
+  Shape window_shape(OpId id, const Type& source, const char* what) {
+    const Op& o = fn_.ops[id];
+    const auto* va = std::get_if<ViewAttr>(&o.attr);
+    check(va && static_cast<int64_t>(va->dims.size()) == source.rank(), id, fmt::format("{} needs one index per dim", what));
+    check(o.operands.size() == 1 + va->dims.size() && o.results.size() == 1, id, fmt::format("{} needs one start per dim", what));
+    expect_index_scalars(id, 1, o.operands.size());
+    Shape s;
+    for (const ViewDim& d : va->dims) {
+      if (!d.squeeze) s.push_back(d.size);
+      check(d.size >= 0 && d.stride >= 1, id, "slice size must be >= 0 and stride >= 1");
+    }
+    return s;
+  }
+
   // Operands 0 and 1 are a copy's source and destination: data refs of one shape and dtype.
   void expect_copy(OpId id) {
     const Op& o = fn_.ops[id];
@@ -192,6 +208,25 @@ class Verifier {
         check(t(o.operands[0]).is_tensor() && result(0).is_tensor() && result(0).shape == t(o.operands[0]).shape, id,
               "cast keeps the shape");
         return;
+      case OpKind::Bitcast: {
+        expect_counts(id, 1, 1);
+        const Type& a = t(o.operands[0]);
+        const bool pair = (a.dtype == DType::f32 && result(0).dtype == DType::i32) ||
+                          (a.dtype == DType::i32 && result(0).dtype == DType::f32) ||
+                          (a.dtype == DType::f64 && result(0).dtype == DType::i64) ||
+                          (a.dtype == DType::i64 && result(0).dtype == DType::f64);
+        check(a.is_tensor() && result(0).is_tensor() && result(0).shape == a.shape && pair, id,
+              "bitcast is between f32 and i32 or f64 and i64, keeping the shape");
+        return;
+      }
+      case OpKind::MultipleOf: {
+        expect_counts(id, 1, 1);
+        const Type& a = t(o.operands[0]);
+        const auto* n = std::get_if<int64_t>(&o.attr);
+        check(a.is_scalar() && is_int(a.dtype) && result(0) == a, id, "multiple_of takes and gives one integer scalar");
+        check(n && *n > 0, id, "multiple_of needs a positive n");
+        return;
+      }
       case OpKind::Select: {
         expect_counts(id, 3, 1);
         const Type& c = t(o.operands[0]);
@@ -237,6 +272,35 @@ class Verifier {
         Shape s;
         for (int64_t p : *perm) s.push_back(a.shape[p]);
         check(result(0) == Type::tensor(a.dtype, s), id, "result shape must be the permuted shape");
+        return;
+      }
+      case OpKind::Slice: {
+        const Type& a = t(o.operands.at(0));
+        check(a.is_tensor(), id, "slice needs a value");
+        const Shape s = window_shape(id, a, "slice");
+        const auto& va = std::get<ViewAttr>(o.attr);
+        for (size_t i = 0; i < va.dims.size(); ++i)
+          check(va.dims[i].size == 0 || (va.dims[i].size - 1) * va.dims[i].stride + 1 <= a.shape[i], id,
+                "the window must fit in the value");
+        check(result(0) == Type::tensor(a.dtype, s), id, "result must be the window's type");
+        return;
+      }
+      case OpKind::Concatenate: {
+        check(!o.operands.empty() && o.results.size() == 1, id, "concatenate takes one or more values");
+        const Type& first = t(o.operands[0]);
+        const auto* axis = std::get_if<int64_t>(&o.attr);
+        check(first.is_block() && axis && *axis >= 0 && *axis < first.rank(), id, "concatenate needs blocks and an axis in range");
+        Shape s = first.shape;
+        s[*axis] = 0;
+        for (ValueId v : o.operands) {
+          Shape other = t(v).shape;
+          check(t(v).is_block() && t(v).dtype == first.dtype && other.size() == s.size(), id,
+                "the values must have one dtype and rank");
+          s[*axis] += other[*axis];
+          other[*axis] = s[*axis];
+          check(other == s, id, "the values must agree on every dim but the axis");
+        }
+        check(result(0) == Type::tensor(first.dtype, s), id, "result must be the joined shape");
         return;
       }
       case OpKind::ReduceSum:
@@ -319,16 +383,8 @@ class Verifier {
         return;
       case OpKind::View: {
         const Type& r = t(o.operands.at(0));
-        const auto* va = std::get_if<ViewAttr>(&o.attr);
-        check(r.is_ref() && va && static_cast<int64_t>(va->dims.size()) == r.rank(), id, "view needs a ref and one index per dim");
-        check(o.operands.size() == 1 + va->dims.size() && o.results.size() == 1, id, "view needs one start per dim");
-        expect_index_scalars(id, 1, o.operands.size());
-        Shape s;
-        for (size_t i = 0; i < va->dims.size(); ++i) {
-          const ViewDim& d = va->dims[i];
-          if (!d.squeeze) s.push_back(d.size);
-          check(d.size >= 0 && d.stride >= 1, id, "slice size must be >= 0 and stride >= 1");
-        }
+        check(r.is_ref(), id, "view needs a ref and one index per dim");
+        const Shape s = window_shape(id, r, "view");
         check(result(0) == Type::ref(r.dtype, s, r.space), id, "result must be the window's ref type");
         return;
       }

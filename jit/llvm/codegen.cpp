@@ -330,6 +330,10 @@ void Emitter::emit_op(ir::OpId id) {
     case OpKind::BroadcastTo: emit_broadcast(op); return;
     case OpKind::Transpose: emit_transpose(op); return;
     case OpKind::Reshape: emit_reshape(op); return;
+    case OpKind::Slice: emit_slice(op); return;
+    case OpKind::Concatenate: emit_concatenate(op); return;
+    case OpKind::Bitcast: emit_bitcast(op); return;
+    case OpKind::MultipleOf: emit_multiple_of(op); return;
     case OpKind::ReduceSum:
     case OpKind::ReduceMax:
     case OpKind::ReduceMin: reduce(op); return;

@@ -348,10 +348,100 @@ void Emitter::emit_reshape(const ir::Op& op) {
     set_lazy(op.results[0], fn_.type(op.results[0]), {}, [s](const Index&) { return s; });
     return;
   }
+  // A reshape that only inserts or drops size-1 dims keeps every other dim in order: it stays lazy
+  // (an index map), so pl::broadcast_in_dim, pl::repeat and pl::tile fuse into what reads them.
+  const Type t = fn_.type(op.results[0]);
+  const Shape from = fn_.type(a).shape;
+  std::vector<size_t> src_dims, dst_dims;
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] != 1) src_dims.push_back(d);
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.shape[d] != 1) dst_dims.push_back(d);
+  const bool unit_dims_only = !t.is_scalar() && src_dims.size() == dst_dims.size() &&
+                              std::equal(src_dims.begin(), src_dims.end(), dst_dims.begin(),
+                                         [&](size_t s, size_t d) { return from[s] == t.shape[d]; });
+  if (unit_dims_only) {
+    set_lazy(op.results[0], t, {a}, [this, a, rank = from.size(), src_dims, dst_dims](const Index& i) {
+      Index j(rank, b_.getInt64(0));
+      for (size_t k = 0; k < src_dims.size(); ++k) j[src_dims[k]] = i[dst_dims[k]];
+      return elem(a, j);
+    });
+    return;
+  }
   materialize(a);
   TensorCg r = tensor(a);
-  r.shape = fn_.type(op.results[0]).shape;
+  r.shape = t.shape;
   values_[op.results[0]] = r;
+}
+
+// slice: a lazy window of the operand. Each start is clamped once, before the loops that read the
+// window (rules::clamp_slice_start), so an element costs only the index arithmetic.
+void Emitter::emit_slice(const ir::Op& op) {
+  const auto& attr = std::get<ir::ViewAttr>(op.attr);
+  const ir::WindowOperands operands = ir::window_operands(op);
+  const Shape src = fn_.type(operands.ref).shape;
+  Index first;
+  for (size_t d = 0; d < attr.dims.size(); ++d) {
+    const ir::ViewDim& dim = attr.dims[d];
+    const int64_t extent = dim.squeeze ? 1 : rules::slice_extent(dim.size, dim.stride);
+    llvm::Value* start = b_.CreateSExt(tensor(operands.starts[d]).scalar, b_.getInt64Ty());
+    llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSLT(start, b_.getInt64(0)), b_.getInt64(0), start);
+    const int64_t hi = src[d] - extent;
+    first.push_back(b_.CreateSelect(b_.CreateICmpSGT(lo, b_.getInt64(hi)), b_.getInt64(hi), lo));
+  }
+  const ValueId a = operands.ref;
+  used(op);
+  auto gen = [this, attr, first, a](const Index& i) {
+    Index j;
+    size_t r = 0;
+    for (size_t d = 0; d < attr.dims.size(); ++d) {
+      const ir::ViewDim& dim = attr.dims[d];
+      if (dim.squeeze) j.push_back(first[d]);
+      else j.push_back(b_.CreateAdd(first[d], b_.CreateMul(i[r++], b_.getInt64(dim.stride))));
+    }
+    return elem(a, j);
+  };
+  const Type t = fn_.type(op.results[0]);
+  if (t.is_scalar()) {
+    prepare(a);  // one element, read now
+    set_scalar(op.results[0], t.dtype, gen({}));
+  } else {
+    set_lazy(op.results[0], t, {a}, std::move(gen));
+  }
+}
+
+// bitcast: f32 <-> i32 and f64 <-> i64, whose compute types are their storage types.
+void Emitter::emit_bitcast(const ir::Op& op) {
+  llvm::Type* to = compute_type(b_, fn_.type(op.results[0]).dtype);
+  ValueId a = op.operands[0];
+  elementwise(op, [this, to, a](const Index& i) { return b_.CreateBitCast(elem(a, i), to); });
+}
+
+// multiple_of: the value itself; the promise is checked by the interpreter only.
+void Emitter::emit_multiple_of(const ir::Op& op) {
+  used(op);
+  set_scalar(op.results[0], fn_.type(op.results[0]).dtype, tensor(op.operands[0]).scalar);
+}
+
+// concatenate: each operand's loop nest writes its part of a buffer, so every part is one plain
+// (vectorisable) loop instead of a select between operands at every element.
+void Emitter::emit_concatenate(const ir::Op& op) {
+  const Type t = fn_.type(op.results[0]);
+  const int64_t axis = std::get<int64_t>(op.attr);
+  used(op);
+  llvm::Value* out = temp(std::max<int64_t>(1, t.num_elements()) * dtype_size(t.dtype));
+  int64_t offset = 0;
+  for (ValueId v : op.operands) {
+    prepare(v);
+    const Shape part = fn_.type(v).shape;
+    loop_nest(part, [&](const Index& i) {
+      Index o = i;
+      o[axis] = b_.CreateAdd(i[axis], b_.getInt64(offset));
+      store_element(b_, t.dtype, element_address(b_, t.dtype, out, linear(o, t.shape)), elem(v, i));
+    });
+    offset += part[axis];
+  }
+  values_[op.results[0]] = TensorCg{.kind = TensorCg::Kind::Buffer, .dtype = t.dtype, .shape = t.shape, .buffer = out};
 }
 
 namespace {

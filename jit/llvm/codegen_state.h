@@ -174,6 +174,10 @@ class Emitter {
   void emit_broadcast(const ir::Op& op);
   void emit_transpose(const ir::Op& op);
   void emit_reshape(const ir::Op& op);
+  void emit_slice(const ir::Op& op);
+  void emit_concatenate(const ir::Op& op);
+  void emit_bitcast(const ir::Op& op);
+  void emit_multiple_of(const ir::Op& op);
   void reduce(const ir::Op& op);
 
   // ---- memory: refs, loads and stores, block copies, allocations (codegen_memory.cpp) ----

@@ -10,7 +10,9 @@
 
 #include "jit/ir/operands.h"
 #include "jit/ir/printer.h"
+#include "runtime/array_ops.h"
 #include "runtime/block_ops.h"
+#include "runtime/interpreter/layout_ops.h"
 #include "runtime/race_detector.h"
 
 namespace tessera::rt {
@@ -77,6 +79,9 @@ bool computes_float(const ir::Op& op, const ir::Function& fn) {
     case OpKind::BroadcastTo:
     case OpKind::Reshape:
     case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::Concatenate:
+    case OpKind::Bitcast:
     case OpKind::ReduceSum:
     case OpKind::ReduceMax:
     case OpKind::ReduceMin:
@@ -372,6 +377,28 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
     case OpKind::Transpose:
       set(transpose(tensor(in(0)), std::get<std::vector<int64_t>>(op.attr)));
       return;
+    case OpKind::Bitcast:
+      set(bitcast(tensor(in(0)), result_type().dtype));
+      return;
+    case OpKind::MultipleOf: {
+      const int64_t x = as_int(in(0)), n = std::get<int64_t>(op.attr);
+      if (x % n != 0)
+        throw Fault(fmt::format("pl::multiple_of: the value is {}, which is not a multiple of {} as the kernel promised", x, n));
+      set(in(0));
+      return;
+    }
+    case OpKind::Concatenate: {
+      std::vector<Array> parts;
+      for (ir::ValueId v : op.operands) parts.push_back(tensor(val(v)));
+      set(concatenate(parts, std::get<int64_t>(op.attr)));
+      return;
+    }
+    case OpKind::Slice: {
+      std::vector<int64_t> starts;
+      for (ir::ValueId s : ir::window_operands(op).starts) starts.push_back(as_int(val(s)));
+      set(slice_window(tensor(in(0)), starts, std::get<ir::ViewAttr>(op.attr)));
+      return;
+    }
     case OpKind::ReduceSum:
     case OpKind::ReduceMax:
     case OpKind::ReduceMin:

@@ -62,6 +62,16 @@ inline ir::Function kernel_with_every_op() {
     (void)rs;
     // A window of the scratch: row pid (squeezed), columns 0, 2, 4, 6.
     ValueId zero = b.create_value(OpKind::Constant, {}, s(DType::i32), Literal::of_int(0), {});
+    // The same window of a value: row pid of bc, columns 0, 2, 4, 6.
+    ValueId sl = b.create_value(OpKind::Slice, {bc, pid, zero}, blk(DType::f32, {4}),
+                                ViewAttr{{ViewDim{true, 1, 1}, ViewDim{false, 4, 2}}}, {});
+    (void)sl;
+    ValueId cat = b.create_value(OpKind::Concatenate, {rs, rs}, blk(DType::f32, {128}), int64_t{0}, {});
+    (void)cat;
+    ValueId bits = b.create_value(OpKind::Bitcast, {rs}, blk(DType::i32, {64}), {}, {});
+    ValueId aligned = b.create_value(OpKind::MultipleOf, {pid}, s(DType::i32), int64_t{8}, {});
+    (void)bits;
+    (void)aligned;
     ValueId win = b.create_value(OpKind::View, {scratch, pid, zero}, Type::ref(DType::f32, {4}, MemorySpace::VMEM),
                                  ViewAttr{{ViewDim{true, 1, 1}, ViewDim{false, 4, 2}}}, {});
     ValueId wmask = b.create_value(OpKind::Constant, {}, blk(DType::i1, {4}), Literal::of_int(1), {});

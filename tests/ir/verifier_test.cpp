@@ -100,6 +100,30 @@ TEST_SUITE("ir") {
     ValueId r = b3.add_param(Type::tensor(DType::f32, {2, 3}));
     b3.create_value(OpKind::Reshape, {r}, Type::tensor(DType::f32, {5}), {}, {});
     CHECK_THROWS_WITH_AS(verify(fn3), doctest::Contains("reshape keeps dtype and element count"), InternalError);
+
+    // slice: the window must fit the value, and the result is its type.
+    Function fn4;
+    Builder b4(fn4, "k");
+    ValueId v = b4.add_param(Type::tensor(DType::f32, {4, 8}));
+    ValueId i = b4.add_param(s(DType::i32));
+    b4.create_value(OpKind::Slice, {v, i, i}, Type::tensor(DType::f32, {5}), ViewAttr{{ViewDim{true, 1, 1}, ViewDim{false, 5, 2}}},
+                    {});
+    CHECK_THROWS_WITH_AS(verify(fn4), doctest::Contains("the window must fit in the value"), InternalError);
+    Function fn5;
+    Builder b5(fn5, "k");
+    ValueId w = b5.add_param(Type::tensor(DType::f32, {4, 8}));
+    ValueId j = b5.add_param(s(DType::i32));
+    b5.create_value(OpKind::Slice, {w, j, j}, Type::tensor(DType::f32, {1, 4}), ViewAttr{{ViewDim{true, 1, 1}, ViewDim{false, 4, 1}}},
+                    {});
+    CHECK_THROWS_WITH_AS(verify(fn5), doctest::Contains("result must be the window's type"), InternalError);
+
+    // concatenate: every dim but the axis agrees.
+    Function fn6;
+    Builder b6(fn6, "k");
+    ValueId c0 = b6.add_param(Type::tensor(DType::f32, {4, 8}));
+    ValueId c1 = b6.add_param(Type::tensor(DType::f32, {3, 8}));
+    b6.create_value(OpKind::Concatenate, {c0, c1}, Type::tensor(DType::f32, {4, 16}), int64_t{1}, {});
+    CHECK_THROWS_WITH_AS(verify(fn6), doctest::Contains("the values must agree on every dim but the axis"), InternalError);
   }
 
   TEST_CASE("verifier: the message carries the op's source line and the IR") {
