@@ -62,6 +62,26 @@ Array exchange(const Array& x, const std::string& axis, std::optional<int64_t> d
                      ShapeDtype(stacked, x.dtype()), options, std::source_location::current())(x);
 }
 
+// How a collective names the dim it cuts in its errors: "dim 1 ... does not scatter ... make the dim".
+struct CutWords {
+  const char* label;
+  const char* verb;
+  const char* noun;
+};
+
+// A UserError unless x's dim `dim` cuts into the n devices along `axis`: a multiple of n (tiled),
+// or exactly n.
+void check_cut(const Array& x, int64_t dim, int64_t n, const std::string& axis, bool tiled, const char* api, CutWords w,
+               SourceLoc loc) {
+  if (x.shape()[dim] % n == 0 && (tiled || x.shape()[dim] == n)) return;
+  throw UserError(fmt::format("{}: {} {} of size {} does not {} over the {} devices along `{}`", api, w.label, dim,
+                              x.shape()[dim], w.verb, n, axis),
+                  shape_tuple_str(x.shape()),
+                  tiled ? fmt::format("make {} a multiple of the axis size", w.noun)
+                        : fmt::format("make {} equal the axis size, or pass tiled = true", w.noun),
+                  loc);
+}
+
 // Moves dim 0 of `a` to position `to`.
 Array move_leading_dim(const Array& a, int64_t to) {
   std::vector<int64_t> perm;
@@ -93,17 +113,32 @@ Array psum_scatter(const Array& x, const std::string& axis_name, int64_t scatter
   const char* api = "pl::psum_scatter";
   const int64_t dim = detail::checked_axis(scatter_dimension, x.rank(), api, loc);
   const int64_t n = device_for(api, loc).mesh->axis_size(axis_name, loc);
-  if (x.shape()[dim] % n != 0 || (!tiled && x.shape()[dim] != n))
-    throw UserError(fmt::format("{}: dim {} of size {} does not scatter over the {} devices along `{}`", api, dim,
-                                x.shape()[dim], n, axis_name),
-                    shape_tuple_str(x.shape()),
-                    tiled ? "make the dim a multiple of the axis size" : "make the dim equal the axis size, or pass tiled = true",
-                    loc);
+  check_cut(x, dim, n, axis_name, tiled, api, {"dim", "scatter", "the dim"}, loc);
   Array sum = rt::reduce(ir::OpKind::ReduceSum, exchange(x, axis_name, dim, api, loc), {0});
   if (tiled) return sum;
   Shape shape = x.shape();
   shape.erase(shape.begin() + dim);
   return sum.reshape(shape);
+}
+
+Array all_to_all(const Array& x, const std::string& axis_name, int64_t split_axis, int64_t concat_axis, bool tiled,
+                 std::source_location loc) {
+  const char* api = "pl::all_to_all";
+  const int64_t split = detail::checked_axis(split_axis, x.rank(), api, loc);
+  const int64_t concat = detail::checked_axis(concat_axis, x.rank(), api, loc);
+  const int64_t n = device_for(api, loc).mesh->axis_size(axis_name, loc);
+  check_cut(x, split, n, axis_name, tiled, api, {"split_axis", "split", "split_axis"}, loc);
+  Array stacked = exchange(x, axis_name, split, api, loc);  // [n, chunk...], chunk from device i at i
+  if (!tiled) {
+    // The chunks' split axis is 1 long: drop it, then the senders' axis goes to concat_axis.
+    Shape squeezed = stacked.shape();
+    squeezed.erase(squeezed.begin() + 1 + split);
+    return move_leading_dim(stacked.reshape(squeezed), concat);
+  }
+  Shape shape = x.shape();
+  shape[split] /= n;
+  shape[concat] *= n;
+  return move_leading_dim(stacked, concat).reshape(shape);
 }
 
 Array ppermute(const Array& x, const std::string& axis_name, const std::vector<std::pair<int64_t, int64_t>>& perm,

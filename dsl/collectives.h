@@ -7,6 +7,11 @@
 //   pl::psum_scatter(x, "y", /*dim=*/1, /*tiled=*/true)  that sum, with device i keeping part i of dim
 //   pl::ppermute(x, "x", {{0, 1}, {1, 0}})               x sent from device a to b for each (a, b);
 //                                                        a device nothing is sent to gets zeros
+//   pl::all_to_all(x, "x", /*split_axis=*/0, /*concat_axis=*/1, /*tiled=*/true)
+//                                                        chunk j of split_axis to device j, which
+//                                                        joins the chunks along concat_axis (untiled:
+//                                                        split_axis has the axis' size and goes, and
+//                                                        a new axis of that size comes at concat_axis)
 //
 // Every device of the mesh must call them in the same order (as every collective).
 //
@@ -27,6 +32,8 @@ Array all_gather(const Array& x, const std::string& axis_name, int64_t axis = 0,
 Array psum(const Array& x, const std::string& axis_name, std::source_location loc = std::source_location::current());
 Array psum_scatter(const Array& x, const std::string& axis_name, int64_t scatter_dimension = 0, bool tiled = false,
                    std::source_location loc = std::source_location::current());
+Array all_to_all(const Array& x, const std::string& axis_name, int64_t split_axis, int64_t concat_axis, bool tiled = false,
+                 std::source_location loc = std::source_location::current());
 Array ppermute(const Array& x, const std::string& axis_name, const std::vector<std::pair<int64_t, int64_t>>& perm,
                std::source_location loc = std::source_location::current());
 

@@ -1,5 +1,5 @@
 // Meshes spread over the processes of an mpiexec launch (docs/design.md §4c): the seeds' distributed
-// kernels and the host collectives give bit for bit what the same mesh gives on threads in one
+// kernels, the collective kernels of ops/ and the host collectives give bit for bit what the same mesh gives on threads in one
 // process, and a deadlock or a device's failure is reported on every process. CTest runs this
 // executable under `mpiexec -n 2` and `-n 4` (tests/CMakeLists.txt); every process runs every test case.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -14,6 +14,7 @@
 #include "examples/collective_matmul.h"
 #include "examples/matmul_strategies.h"
 #include "examples/seed_distributed.h"
+#include "ops/collectives/collectives.h"
 #include "runtime/transport.h"
 #include "tests/support/kernels.h"
 
@@ -260,6 +261,35 @@ TEST_SUITE("mpi") {
         pl::pallas_call(kernel, pl::GridSpec{.out_specs = {pl::BlockSpec(pl::SMEM)}}, pl::ShapeDtype({1}, pl::i32), with_id);
     auto signals = pl::shard_map([&](const pl::Array&) { return call(); }, mesh, {pl::P("i")}, {pl::P("i")});
     CHECK(pl::Array(signals(pl::Array::zeros({4}, pl::f32))).to_vector<int32_t>() == std::vector<int32_t>{40, 10, 20, 30});
+  }
+
+  TEST_CASE("collective kernels (reduce-scatter, all-to-all, all-gather, all-reduce) across processes, as on threads") {
+    // Small arrays (copies through the mailbox) and large ones (blocks of 16 KiB and more put
+    // straight into the receiver's buffers), f32 and bf16, along each axis of 1-D and 2-D meshes.
+    namespace cl = tessera::collectives;
+    for (const bool interpret : {false, true})
+      for (const auto& [shape, names] : {std::pair<pl::Shape, std::vector<std::string>>{{4}, {"x"}},
+                                         {{2, 2}, {"x", "y"}},
+                                         {{4, 2}, {"x", "y"}}})
+        for (const std::string& axis : names)
+          for (pl::DType dtype : {pl::f32, pl::bf16})
+            for (int64_t rows : {8, 256}) {
+              INFO((interpret ? "interpret" : "compiled") << ", mesh of " << names.size() << " axes, along " << axis << ", "
+                                                          << pl::dtype_name(dtype) << ", " << rows << " rows");
+              const pl::Mesh mesh(shape, names);
+              cl::Options o{.block_elements = 4096};
+              if (interpret) o.interpret = pl::InterpretParams{};
+              const pl::P spec = names.size() == 1 ? pl::P("x") : pl::P(pl::PartitionDim({"x", "y"}));
+              const pl::Array a = iota({mesh.size() * rows, 24}, 0.25f).astype(dtype);
+              auto run = [&](std::function<pl::Array(const pl::Array&)> f) {
+                check_like_threads([&] { return pl::shard_map(f, mesh, {spec}, {spec})(a); });
+              };
+              run([&](const pl::Array& b) { return cl::reduce_scatter(b, axis, 0, o); });
+              run([&](const pl::Array& b) { return cl::all_to_all(b, axis, 0, 1, true, o); });
+              run([&](const pl::Array& b) { return cl::all_gather(b, axis, 1, o); });
+              run([&](const pl::Array& b) { return cl::all_reduce(b, axis, o); });
+              if (names.size() == 2) run([&](const pl::Array& b) { return cl::reduce_scatter(b, names, 1, o); });
+            }
   }
 
   TEST_CASE("errors across processes: a deadlock is reported on every process") {
