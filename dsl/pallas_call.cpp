@@ -77,6 +77,7 @@ class CallImpl : public CallBase {
   std::map<std::string, std::shared_ptr<const Program>> programs_;
   std::shared_ptr<const Program> last_;  // the program of the previous call: usually this one's
   std::vector<std::pair<DType, Shape>> last_signature_;  // of its arguments
+  std::string last_mesh_;  // the mesh it was traced on inside shard_map (its str()), else empty
   BlockSpec default_spec_{std::source_location()};
 };
 
@@ -220,14 +221,18 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
 std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, SourceLoc loc) {
   check_not_tracing(loc);  // before the lock, which the trace of this very call may hold
   std::lock_guard lock(mutex_);
-  if (last_ && same_signature(last_signature_, args)) return last_;
+  // Kernels traced inside shard_map may depend on the mesh (axis sizes, device ids): the same
+  // shapes on another mesh are another program.
+  const rt::DeviceContext* device = rt::current_device();
+  std::string mesh = device ? device->mesh->str() : std::string();
+  if (last_ && same_signature(last_signature_, args) && mesh == last_mesh_) return last_;
   std::string key;
   for (const Array& a : args) key += fmt::format("{}[{}];", dtype_name(a.dtype()), fmt::join(a.shape(), ","));
-  // Kernels traced inside shard_map may depend on the mesh (axis sizes, device ids).
-  if (const rt::DeviceContext* d = rt::current_device()) key += d->mesh->str();
+  key += mesh;
   auto remember = [&](std::shared_ptr<const Program> p) {
     last_signature_.clear();
     for (const Array& a : args) last_signature_.emplace_back(a.dtype(), a.shape());
+    last_mesh_ = std::move(mesh);
     return last_ = std::move(p);
   };
   if (auto it = programs_.find(key); it != programs_.end()) return remember(it->second);

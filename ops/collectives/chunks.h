@@ -55,7 +55,7 @@ void barrier_with(const std::string& axis_name, const std::vector<Value>& peers)
 CallOptions call_options(const Options& o, const std::string& name, int64_t collective_id);
 
 // ops::memoised_call for the current mesh: its trace depends on the mesh (device ids resolve
-// against it), and a PallasCall called with the same shapes on another mesh reuses its last program.
+// against it), so each mesh keeps a PallasCall of its own, whose last program is then its own.
 PallasCall<std::vector<Array>> memoised_on_mesh(const std::string& key, const Options& o,
                                                 const std::function<PallasCall<std::vector<Array>>()>& make);
 

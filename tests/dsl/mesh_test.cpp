@@ -91,6 +91,24 @@ TEST_SUITE("dsl") {
     });
   }
 
+  TEST_CASE("shard_map: one pallas_call used on two meshes with the same block shapes traces each mesh") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      // The trace reads the mesh (axis sizes, device ids): the second mesh must not reuse the first's.
+      auto kernel = [](pl::Ref in, pl::Ref out) {
+        out() = in() + (pl::axis_size("x") * 100 + pl::device_id()).astype(pl::f32);
+      };
+      auto call = pl::pallas_call(kernel, pl::GridSpec{}, pl::ShapeDtype({1, 8}, pl::f32), backend);
+      auto run = [&](const pl::Mesh& mesh, const pl::P& spec, const pl::Array& x) {
+        return pl::shard_map([&](const pl::Array& block) { return call(block); }, mesh, {spec}, {spec})(x);
+      };
+      const pl::Array line = run(pl::Mesh({4}, {"x"}), pl::P("x"), pl::Array::zeros({4, 8}, pl::f32));
+      CHECK(line.at<float>({3, 0}) == 403.0f);  // 4 devices along x, device 3
+      const pl::Array square = run(pl::Mesh({2, 2}, {"x", "y"}), pl::P("x", "y"), pl::Array::zeros({2, 16}, pl::f32));
+      CHECK(square.at<float>({1, 8}) == 203.0f);  // 2 devices along x, device (1, 1) = 3
+      CHECK(square.at<float>({0, 0}) == 200.0f);
+    });
+  }
+
   TEST_CASE("remote copies: the seed's ring all-gather on 2x2 and 4x2 meshes") {
     for (auto [rows, cols] : {std::pair{2, 2}, std::pair{4, 2}}) {
       testing::for_each_backend([&](const pl::CallOptions& backend) {
