@@ -261,9 +261,21 @@ inline float f32_round_to_odd(double d) {
 // slice (indexing a loaded value with a traced start): the start clamped into [0, dim - extent], so a
 // window of `extent` elements always lies inside a dim of `dim`, as lax.dynamic_slice clamps. Static
 // starts never reach this: the front end rejects an out-of-range static index while tracing.
+// Written once over index arithmetic `ops` (constant, less, select), as element_math.h's rules are:
+// int64_t in the interpreter (ScalarIndexOps), IR instructions in compiled code.
+template <class Ops, class I>
+constexpr I clamp_slice_start(const Ops& ops, I start, int64_t extent, int64_t dim) {
+  const I zero = ops.constant(0), hi = ops.constant(dim - extent);
+  const I lo = ops.select(ops.less(start, zero), zero, start);
+  return ops.select(ops.less(hi, lo), hi, lo);
+}
+struct ScalarIndexOps {
+  static constexpr int64_t constant(int64_t v) { return v; }
+  static constexpr bool less(int64_t a, int64_t b) { return a < b; }
+  static constexpr int64_t select(bool c, int64_t a, int64_t b) { return c ? a : b; }
+};
 constexpr int64_t clamp_slice_start(int64_t start, int64_t extent, int64_t dim) {
-  const int64_t hi = dim - extent;
-  return start < 0 ? 0 : start > hi ? hi : start;
+  return clamp_slice_start(ScalarIndexOps{}, start, extent, dim);
 }
 // The elements a slice dim spans: (size - 1) * stride + 1, or 0 for an empty one.
 constexpr int64_t slice_extent(int64_t size, int64_t stride) { return size == 0 ? 0 : (size - 1) * stride + 1; }

@@ -374,6 +374,18 @@ void Emitter::emit_reshape(const ir::Op& op) {
   values_[op.results[0]] = r;
 }
 
+namespace {
+
+// rules::clamp_slice_start's index arithmetic as IR instructions.
+struct IrIndexOps {
+  llvm::IRBuilderBase& b;
+  llvm::Value* constant(int64_t v) const { return b.getInt64(v); }
+  llvm::Value* less(llvm::Value* x, llvm::Value* y) const { return b.CreateICmpSLT(x, y); }
+  llvm::Value* select(llvm::Value* c, llvm::Value* x, llvm::Value* y) const { return b.CreateSelect(c, x, y); }
+};
+
+}  // namespace
+
 // slice: a lazy window of the operand. Each start is clamped once, before the loops that read the
 // window (rules::clamp_slice_start), so an element costs only the index arithmetic.
 void Emitter::emit_slice(const ir::Op& op) {
@@ -385,9 +397,7 @@ void Emitter::emit_slice(const ir::Op& op) {
     const ir::ViewDim& dim = attr.dims[d];
     const int64_t extent = dim.squeeze ? 1 : rules::slice_extent(dim.size, dim.stride);
     llvm::Value* start = b_.CreateSExt(tensor(operands.starts[d]).scalar, b_.getInt64Ty());
-    llvm::Value* lo = b_.CreateSelect(b_.CreateICmpSLT(start, b_.getInt64(0)), b_.getInt64(0), start);
-    const int64_t hi = src[d] - extent;
-    first.push_back(b_.CreateSelect(b_.CreateICmpSGT(lo, b_.getInt64(hi)), b_.getInt64(hi), lo));
+    first.push_back(rules::clamp_slice_start(IrIndexOps{b_}, start, extent, src[d]));
   }
   const ValueId a = operands.ref;
   used(op);
