@@ -11,9 +11,10 @@
 // itself again without them (nothing else in the process reads them) and prints the core OpenBLAS
 // chose.
 //
-//   gemm [--json FILE] [--runs N] [--large] [--no-int8] [--shape TEXT]
+//   gemm [--json FILE] [--runs N] [--large] [--no-int8] [--shape TEXT] [--dtype f32|bf16|int8]
 //
-// --shape keeps only the shapes whose name contains TEXT ("512", "decode"): quicker comparisons.
+// --shape keeps only the shapes whose name contains TEXT ("512", "decode"), --dtype only one dtype's
+// rows (tessera's and its baselines'; the peak loops are skipped): quicker comparisons.
 #include <tessera/tessera.hpp>
 
 #include <immintrin.h>
@@ -149,7 +150,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "5").c_str());
-  const bool large = bench::has_flag(argc, argv, "--large"), int8 = !bench::has_flag(argc, argv, "--no-int8");
+  const bool large = bench::has_flag(argc, argv, "--large");
+  const std::string only_dtype = bench::arg(argc, argv, "--dtype", "");
+  if (!only_dtype.empty() && only_dtype != "f32" && only_dtype != "bf16" && only_dtype != "int8") {
+    std::fprintf(stderr, "--dtype %s: expected f32, bf16 or int8\n", only_dtype.c_str());
+    return 2;
+  }
+  auto wanted = [&](const char* dtype) { return only_dtype.empty() || only_dtype == dtype; };
+  const bool int8 = !bench::has_flag(argc, argv, "--no-int8") && wanted("int8");
 
   const pl::jit::HostCpu& host = pl::jit::host_cpu();
   const pl::jit::CpuTarget& native = pl::jit::cpu_target("native");
@@ -172,6 +180,7 @@ int main(int argc, char** argv) {
   bench::Report peaks("this CPU's peak: register-only loops");
   std::map<int, double> peak_f32, peak_bf16;  // GFLOP/s by thread count
   for (int threads : {1, 2}) {
+    if (!only_dtype.empty()) break;
     const std::string t = fmt::format("{} thread{}", threads, threads > 1 ? "s" : "");
     if (host.has("avx512f")) {
       const int64_t iters = 10'000'000;
@@ -188,7 +197,8 @@ int main(int argc, char** argv) {
                                           threads * iters * kFlopsPerIterBf16, 1e-9, "GFLOP/s").value;
     }
   }
-  if (peak_bf16.empty()) peaks.note("no AVX512_BF16 on this CPU: no bf16 peak");
+  if (!only_dtype.empty()) peaks.note("skipped (--dtype)");
+  else if (peak_bf16.empty()) peaks.note("no AVX512_BF16 on this CPU: no bf16 peak");
   peaks.print();
 
   // ---- the matmuls ----
@@ -228,16 +238,19 @@ int main(int argc, char** argv) {
       openblas_set_num_threads(threads);
       pl::set_num_threads(threads);
       // f32
-      const double blas = rate("OpenBLAS sgemm f32", [&] { bench::sgemm(x32.data_as<float>(), y32.data_as<float>(), c.data(), s.m, s.k, s.n); });
-      versus_peak("OpenBLAS sgemm f32", blas, peak_f32, "f32");
+      if (wanted("f32") || wanted("bf16")) {
+        const double blas = rate("OpenBLAS sgemm f32", [&] { bench::sgemm(x32.data_as<float>(), y32.data_as<float>(), c.data(), s.m, s.k, s.n); });
+        versus_peak("OpenBLAS sgemm f32", blas, peak_f32, "f32");
+      }
       std::string bf16_base = "OpenBLAS sgemm f32", int8_base;
 #if TESSERA_BENCH_DNNL
       omp_set_num_threads(threads);
       using dt = dnnl::memory::data_type;
       DnnlMatmul dnnl_f32(s.m, s.k, s.n, dt::f32, dt::f32, x32.data(), y32.data(), c.data());
-      versus_peak("oneDNN matmul f32", rate("oneDNN matmul f32", dnnl_f32), peak_f32, "f32");
+      if (wanted("f32")) versus_peak("oneDNN matmul f32", rate("oneDNN matmul f32", dnnl_f32), peak_f32, "f32");
       DnnlMatmul dnnl_bf16(s.m, s.k, s.n, dt::bf16, dt::f32, x16.data(), y16.data(), c.data());
-      versus_peak("oneDNN matmul bf16 in, f32 out", rate("oneDNN matmul bf16 in, f32 out", dnnl_bf16), peak_bf16, "bf16");
+      if (wanted("bf16"))
+        versus_peak("oneDNN matmul bf16 in, f32 out", rate("oneDNN matmul bf16 in, f32 out", dnnl_bf16), peak_bf16, "bf16");
       bf16_base = "oneDNN matmul bf16 in, f32 out";
       if (run_int8) {
         DnnlMatmul dnnl_s8(s.m, s.k, s.n, dt::s8, dt::s32, x8.data(), y8.data(), c32.data());
@@ -247,12 +260,16 @@ int main(int argc, char** argv) {
       if (threads == 1)
         r.note(fmt::format("oneDNN implementations: f32 {}, bf16 {}", dnnl_f32.impl(), dnnl_bf16.impl()));
 #endif
-      auto f32_call = seed::make_matmul(s.m, s.k, s.n, pl::f32, {}, s.blocks);
-      const double f32 = rate("tessera f32", [&] { f32_call(x32, y32); }, "OpenBLAS sgemm f32");
-      versus_peak("tessera f32", f32, peak_f32, "f32");
-      auto bf16_call = seed::make_matmul(s.m, s.k, s.n, pl::f32, {}, s.blocks);
-      const double bf16 = rate("tessera bf16 in, f32 acc, f32 out", [&] { bf16_call(x16, y16); }, bf16_base);
-      versus_peak("tessera bf16 in, f32 acc, f32 out", bf16, peak_bf16, "bf16");
+      if (wanted("f32")) {
+        auto f32_call = seed::make_matmul(s.m, s.k, s.n, pl::f32, {}, s.blocks);
+        const double f32 = rate("tessera f32", [&] { f32_call(x32, y32); }, "OpenBLAS sgemm f32");
+        versus_peak("tessera f32", f32, peak_f32, "f32");
+      }
+      if (wanted("bf16")) {
+        auto bf16_call = seed::make_matmul(s.m, s.k, s.n, pl::f32, {}, s.blocks);
+        const double bf16 = rate("tessera bf16 in, f32 acc, f32 out", [&] { bf16_call(x16, y16); }, bf16_base);
+        versus_peak("tessera bf16 in, f32 acc, f32 out", bf16, peak_bf16, "bf16");
+      }
       if (run_int8) {
         seed::Blocks b8 = s.blocks;
         b8.acc = pl::i32;
@@ -260,7 +277,7 @@ int main(int argc, char** argv) {
         rate("tessera int8 in, i32 acc, i32 out", [&] { i8_call(x8, y8); }, int8_base, "GOP/s");
       }
     }
-    if (!run_int8)
+    if (!run_int8 && wanted("int8"))
       r.note(int8 ? "int8: skipped at this size (tessera's int8 dot is a scalar-order loop nest today)"
                   : "int8: skipped (--no-int8)");
     r.note("the machine was shared with other builds while measuring: compare medians");
