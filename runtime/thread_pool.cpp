@@ -71,8 +71,13 @@ void ThreadPool::worker_loop() {
     poll([&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || (generation_ != seen && next_ < end_); });
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
+      if (next_ >= end_) {
+        // The caller ran what was left itself (run): poll for the next launch.
+        seen = generation_;
+        continue;
+      }
       task = task_;
       index = next_++;
       if (next_ >= end_) seen = generation_;
@@ -110,6 +115,19 @@ void ThreadPool::run(int n, const std::function<void(int)>& fn) {
   }
   wake_.notify_all();
   fn(0);
+  // Tasks no worker has claimed yet run here rather than wait for one: on a loaded machine a
+  // sleeping worker may get its core only milliseconds later, when (its work shared, SharedRanges)
+  // nothing is left for it to do, and the launch would end only then.
+  for (;;) {
+    int index;
+    {
+      std::lock_guard lock(mutex_);
+      if (next_ >= end_) break;
+      index = next_++;
+      --pending_;
+    }
+    fn(index);
+  }
   poll([&] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock lock(mutex_);
   done_.wait(lock, [&] { return pending_ == 0; });

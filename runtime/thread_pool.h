@@ -28,7 +28,9 @@ class ThreadPool {
 
   // Runs fn(i) for i in [0, n): i = 0 on the calling thread, the others on workers, and returns when
   // all are done. When the pool is already busy (a launch from inside a launch), the extra tasks
-  // get threads of their own, so nothing waits for itself.
+  // get threads of their own, so nothing waits for itself. The caller, its own task done, runs the
+  // tasks no worker has started yet too: a launch never waits for a worker to wake only to find
+  // nothing left (a body that blocks on another still finds it run: n threads for n tasks).
   void run(int n, const std::function<void(int)>& fn);
 
   // How long a worker that finished its task, and a caller whose own task is done, poll before

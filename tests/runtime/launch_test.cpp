@@ -87,6 +87,46 @@ TEST_SUITE("runtime") {
     CHECK(steps_per_parallel_point({2, 3}, {A, A}) == 6);
   }
 
+  TEST_CASE("thread pool: every task runs once, whichever thread claims it, launch after launch") {
+    // The caller runs the tasks no worker has claimed when its own is done, so which thread runs
+    // which task varies: each still runs exactly once, and the next run finds the workers ready.
+    for (int n : {2, 3, 5}) {
+      for (int round = 0; round < 50; ++round) {
+        std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+        ThreadPool::global().run(n, [&](int i) { ++runs[static_cast<size_t>(i)]; });
+        for (int i = 0; i < n; ++i) {
+          INFO(n, " tasks, round ", round, ", task ", i);
+          CHECK(runs[static_cast<size_t>(i)].load() == 1);
+        }
+      }
+    }
+  }
+
+  TEST_CASE("thread pool: a task that waits for another finds it run, whoever claimed either") {
+    // Task 1 waits until task 2 has run (a core waiting for a partner's signal). If the caller,
+    // done with task 0, claims task 1 and blocks, a worker must still claim task 2.
+    for (int round = 0; round < 20; ++round) {
+      std::mutex m;
+      std::condition_variable cv;
+      bool two_ran = false;
+      std::atomic<int> finished{0};
+      ThreadPool::global().run(3, [&](int i) {
+        if (i == 1) {
+          std::unique_lock lock(m);
+          cv.wait(lock, [&] { return two_ran; });
+        } else if (i == 2) {
+          {
+            std::lock_guard lock(m);
+            two_ran = true;
+          }
+          cv.notify_all();
+        }
+        ++finished;
+      });
+      CHECK(finished.load() == 3);
+    }
+  }
+
   TEST_CASE("shared ranges: a core's thread takes all of its own range, then the back half of the largest other") {
     // Two cores of 4 parallel points each, 3 steps per point.
     SharedRanges shared({{0, 12}, {12, 24}}, 3);
