@@ -222,10 +222,12 @@ std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const 
       const rt::BlockWrite* w = writes.last_holding(num_inputs + static_cast<int64_t>(o), m->index);
       throw RuntimeError(
           fmt::format("{}: output {} depends on the schedule: at index ({}) it is {} under random_seed={} but {} under "
-                      "random_seed={} ({} of {} elements differ). The order in which copies complete changed the "
-                      "result: a copy's destination is read or written before the wait that orders it, or two copies "
-                      "write the same memory; with random_parallel_order, the order of the parallel grid points changed too, "
-                      "so the kernel may carry state across a parallel dim. Replay it {}",
+                      "random_seed={} ({} of {} elements differ). The order in which copies complete, or the "
+                      "interleaving of cores and devices, changed the result: a copy's destination is read or written "
+                      "before the wait that orders it, or two copies write the same memory, or a core or device reads "
+                      "what another writes without a semaphore or barrier ordering them; with random_parallel_order, the order "
+                      "of the parallel grid points changed too, so the kernel may carry state across a parallel dim. "
+                      "Replay it {}",
                       title, o, fmt::join(m->index, ", "), m->compiled, seed, m->interpreted, first_seed, m->count,
                       outs[o].size(), replay(seed)),
           w ? w->point : ExecutionPoint{}, loc);

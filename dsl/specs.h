@@ -269,12 +269,15 @@ struct InterpretParams {
   // Cores of the simulated device; parallel grid dims are split over them.
   int num_cores_or_threads = 1;
   DmaExecutionMode dma_execution_mode = DmaExecutionMode::eager;
-  // Seeds the order in which on_wait completes copies.
+  // Seeds the schedule under on_wait copies: the order in which copies complete and the interleaving
+  // of the launch's cores and devices, which then take turns at every DMA and semaphore point (one
+  // runs at a time, the seed picks who runs next; docs/design.md §4.15).
   uint64_t random_seed = 0;
   // Schedule exploration: runs the call under this many schedules, seeds random_seed, random_seed + 1,
-  // ... of the on_wait copy order (so it needs dma_execution_mode = on_wait), and fails when one errs
-  // or deadlocks or when two give different outputs, naming the seed: `.random_seed = K,
-  // .num_schedules = 1` replays that schedule. The outputs are those of the first schedule.
+  // ... (so it needs dma_execution_mode = on_wait), and fails when one errs or deadlocks or when two
+  // give different outputs, naming the seed: `.random_seed = K, .num_schedules = 1` replays that
+  // schedule exactly, the interleaving of cores and devices included. The outputs are those of the
+  // first schedule. An mpmd_map runs one schedule (vary random_seed there).
   int64_t num_schedules = 1;
   // Float computations (arithmetic, casts, reductions, dots, shape ops on float values) are skipped
   // and give +inf, to run a kernel's copies and synchronisation quickly.

@@ -54,7 +54,8 @@ MeshRun::MeshRun(std::shared_ptr<const Mesh> mesh, Transport& transport)
     : mesh_(std::move(mesh)), transport_(transport), stopped_(static_cast<size_t>(mesh_->size())) {}
 MeshRun::~MeshRun() = default;
 
-std::shared_ptr<LaunchGroup> MeshRun::join(int64_t sequence, const LaunchKey& key, int64_t device, int cores) {
+std::shared_ptr<LaunchGroup> MeshRun::join(int64_t sequence, const LaunchKey& key, int64_t device, int cores,
+                                          std::optional<uint64_t> schedule_seed) {
   std::lock_guard lock(mutex_);
   std::shared_ptr<LaunchGroup>& group = groups_[sequence];
   if (!group) {
@@ -64,7 +65,7 @@ std::shared_ptr<LaunchGroup> MeshRun::join(int64_t sequence, const LaunchKey& ke
         std::move(devices),
         fmt::format("collective kernel `{}` (collective launch #{} of the shard_map over {})", key.kernel, sequence,
                     mesh_->str()),
-        key, cores, /*entry_barrier=*/!key.collective_id, transport_, sequence);
+        key, cores, /*entry_barrier=*/!key.collective_id, transport_, sequence, schedule_seed);
     const auto [first, last] = transport_.local_devices(mesh_->size());
     for (int64_t d = 0; d < mesh_->size(); ++d)
       if (d < first || d >= last) group->elsewhere(d);
@@ -103,12 +104,23 @@ void MeshRun::device_stopped(int64_t device, const std::string& why) {
 // ---- LaunchGroup ------------------------------------------------------------------------------------
 
 LaunchGroup::LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores,
-                         bool entry_barrier, Transport& transport, int64_t sequence)
+                         bool entry_barrier, Transport& transport, int64_t sequence,
+                         std::optional<uint64_t> schedule_seed)
     : members_(std::move(members)), scope_(std::move(scope)), key_(std::move(key)), cores_(cores),
       entry_barrier_(entry_barrier), transport_(transport), sequence_(sequence), participants_(members_.size() * static_cast<size_t>(cores)) {
   // Reads TESSERA_CHAOS_US on the launching thread, so an invalid value fails the launch there rather
   // than a remote copy inside a kernel.
   random_delay_bound();
+  // Participants in other processes cannot take turns with these threads: they run free.
+  if (schedule_seed && transport_.process_count() == 1) {
+    schedule_ = std::make_unique<Schedule>(*schedule_seed, static_cast<int64_t>(participants_.size()), mutex_);
+    schedule_->on_stuck([this] {
+      // The waits' values as they are now: others ran since each participant blocked.
+      for (Participant& p : participants_)
+        if (p.state == State::blocked && p.describe) p.on = (*p.describe)();
+      if (!failure_) failure_ = report();
+    });
+  }
 }
 
 void LaunchGroup::join(Seat seat, CoreContext* ctx) {
@@ -129,16 +141,20 @@ void LaunchGroup::ready(Seat seat, SourceLoc loc) {
   std::unique_lock lock(mutex_);
   at(seat).state = State::ready;
   changed_.notify_all();
-  if (!entry_barrier_) return;
-  auto all_ready = [&] {
-    for (const Participant& p : participants_)
-      if (p.state == State::absent || p.state == State::joined) return false;
-    return transport_.others_ready(*this);
-  };
-  wait(lock, seat, all_ready, [&] {
-    return BlockedOn{"the entry barrier of a collective kernel without a collective_id (every device must start it)", loc,
-                     0, 0, {}};
-  });
+  if (entry_barrier_) {
+    auto all_ready = [&] {
+      for (const Participant& p : participants_)
+        if (p.state == State::absent || p.state == State::joined) return false;
+      return transport_.others_ready(*this);
+    };
+    wait(lock, seat, all_ready, [&] {
+      return BlockedOn{"the entry barrier of a collective kernel without a collective_id (every device must start it)",
+                       loc, 0, 0, {}};
+    });
+  }
+  // The kernel's start (past the barrier) is a scheduling point: who goes first is the seed's.
+  lock.unlock();
+  if (schedule_) schedule_->point(schedule_seat(seat));
 }
 
 void LaunchGroup::finish(Seat seat) {
@@ -156,6 +172,7 @@ void LaunchGroup::device_stopped(int64_t member, const std::string& why) {
     if (p.state == State::absent) {
       p.state = State::stopped;
       p.on = BlockedOn{why, {}, 0, 0, {}};
+      if (schedule_) schedule_->excuse_locked(schedule_seat(Seat{member, c}));
     }
   }
   changed_.notify_all();
@@ -212,6 +229,10 @@ void LaunchGroup::with_target(Seat from, int64_t target, const std::string& what
 
 void LaunchGroup::wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
                        const std::function<BlockedOn()>& on) {
+  if (schedule_) {
+    scheduled_wait(lock, seat, done, on);
+    return;
+  }
   Participant& me = at(seat);
   const State before = me.state;
   while (!done()) {
@@ -226,6 +247,25 @@ void LaunchGroup::wait(std::unique_lock<std::mutex>& lock, Seat seat, const std:
     }
     transport_.idle(*this, lock, changed_);
     me.done = nullptr;
+    me.state = before;
+  }
+  if (failure_) throw Fault(*failure_);
+}
+
+void LaunchGroup::scheduled_wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
+                                 const std::function<BlockedOn()>& on) {
+  Participant& me = at(seat);
+  const State before = me.state;
+  while (!done() && !failure_) {
+    me.state = State::blocked;
+    me.on = on();
+    me.done = &done;
+    me.describe = &on;
+    // Returns once the condition holds and it is this participant's turn, or once nobody can run
+    // (the schedule then had report() written into failure_).
+    schedule_->block(lock, schedule_seat(seat), done);
+    me.done = nullptr;
+    me.describe = nullptr;
     me.state = before;
   }
   if (failure_) throw Fault(*failure_);
@@ -331,6 +371,7 @@ void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_
                  std::span<const int64_t> dst_strides, std::span<const int64_t> shape, int64_t es, int64_t* send_sem,
                  const int64_t* recv_sem, int64_t target, SourceLoc loc) {
   require_group(core);
+  core.dma.yield_point();
   const int64_t bytes = num_elements(Shape(shape.begin(), shape.end())) * es;
   timeline::Scope span(timeline::Track::copies(core.device->logical, core.point.core),
                        timeline::recording() ? fmt::format("remote copy {} B to device {}", bytes, target) : "", "dma");
@@ -353,6 +394,7 @@ void remote_copy(CoreContext& core, const std::byte* src, std::span<const int64_
 void remote_signal(CoreContext& core, const int64_t* sem, int64_t inc, int64_t target, SourceLoc loc) {
   require_group(core);
   if (inc < 0) throw Fault(fmt::format("semaphore_signal by {}: a signal adds a non-negative amount", inc));
+  core.dma.yield_point();
   LaunchGroup& group = *core.group();
   group.transport().signal(group, core, member_of(core, target),
                            remote_address(core, bytes_of(sem), sizeof(int64_t), "the signalled semaphore"), inc, loc);

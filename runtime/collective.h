@@ -12,6 +12,11 @@
 // belongs to a device that stopped without joining. Then it fails the launch on every device with
 // one report, the wait-for picture, instead of hanging.
 //
+// Under a seed schedule (runtime/schedule.h; an interpreted launch whose copies complete on_wait) the
+// group's participants take turns instead: one runs at a time, the seed picks who runs next at each
+// scheduling point, and a blocked wait hands the turn on; the same deadlock report ends a schedule
+// in which nobody can run.
+//
 // Runtime layer.
 #pragma once
 
@@ -29,6 +34,7 @@
 #include "jit/ir/diagnostics.h"
 #include "runtime/settings.h"
 #include "runtime/mesh.h"
+#include "runtime/schedule.h"
 #include "runtime/transport.h"
 
 namespace tessera::rt {
@@ -55,7 +61,9 @@ class MeshRun {
 
   // The group of every device's `sequence`-th collective launch (made by the first to arrive).
   // Fails (RuntimeError) when the launch does not match the one the other devices made.
-  std::shared_ptr<LaunchGroup> join(int64_t sequence, const LaunchKey& key, int64_t device, int cores);
+  // `schedule_seed`: the launch runs under that seed schedule (the first device to arrive decides).
+  std::shared_ptr<LaunchGroup> join(int64_t sequence, const LaunchKey& key, int64_t device, int cores,
+                                    std::optional<uint64_t> schedule_seed = std::nullopt);
   // The device's function returned (or threw `why`): it will join no more groups.
   void device_stopped(int64_t device, const std::string& why);
   // The group of collective launch #`sequence`, when some device of this process made it; else null.
@@ -83,9 +91,11 @@ class LaunchGroup {
   // `members` names each member for messages ("device 3 (x=1, y=1)"), each with `cores` cores;
   // `scope` says what the group is ("collective kernel `k` (collective launch #0 of ...)").
   // `entry_barrier`: every participant waits at its start until all are ready. `transport` carries
-  // its remote copies and signals.
+  // its remote copies and signals. `schedule_seed`: its participants take turns under that seed
+  // schedule (only where every participant is a thread of this process; elsewhere they run free).
   LaunchGroup(std::vector<std::string> members, std::string scope, LaunchKey key, int cores, bool entry_barrier,
-              Transport& transport = threads_transport(), int64_t sequence = 0);
+              Transport& transport = threads_transport(), int64_t sequence = 0,
+              std::optional<uint64_t> schedule_seed = std::nullopt);
 
   const LaunchKey& key() const { return key_; }
   const std::string& scope() const { return scope_; }
@@ -97,6 +107,10 @@ class LaunchGroup {
   int cores() const { return cores_; }
   bool entry_barrier() const { return entry_barrier_; }
   std::mutex& mutex() { return mutex_; }
+  // The seed schedule its participants take turns under, or null when they run free; a participant's
+  // seat there is schedule_seat().
+  Schedule* schedule() const { return schedule_.get(); }
+  int64_t schedule_seat(Seat s) const { return s.member * cores_ + s.core; }
 
   // Joins the participant at `seat` with its context (not ready yet).
   void join(Seat seat, CoreContext* ctx);
@@ -141,12 +155,16 @@ class LaunchGroup {
     CoreContext* ctx = nullptr;
     BlockedOn on;                               // blocked: what on; stopped: why
     const std::function<bool()>* done = nullptr;  // blocked: whether it may go on
+    const std::function<BlockedOn()>* describe = nullptr;  // blocked under a schedule: `on` as of now
   };
   Participant& at(Seat s) { return participants_[static_cast<size_t>(s.member * cores_ + s.core)]; }
   // Tells the transport when every participant here finished or stopped (the lock held).
   void settle();
   // Throws the group's failure, or detects a deadlock (sets the failure, wakes everyone, throws).
   void check();
+  // wait() under the seed schedule: the turn goes on while the participant waits.
+  void scheduled_wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
+                      const std::function<BlockedOn()>& on);
   std::string report() const;
 
   std::vector<std::string> members_;
@@ -160,6 +178,7 @@ class LaunchGroup {
   std::condition_variable changed_;
   std::vector<Participant> participants_;
   std::optional<std::string> failure_;
+  std::unique_ptr<Schedule> schedule_;
 };
 
 // A core's seat in a launch group for the core's lifetime: made once its memory regions are known,

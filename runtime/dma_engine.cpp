@@ -14,6 +14,7 @@
 #include "runtime/config.h"
 #include "runtime/memory.h"
 #include "runtime/race_detector.h"
+#include "runtime/schedule.h"
 #include "runtime/timeline.h"
 
 namespace tessera::rt {
@@ -190,6 +191,8 @@ void DmaEngine::apply(Copy& copy) {
   signalled();
 }
 
+void DmaEngine::schedule_point() { schedule_->point(schedule_seat_); }
+
 void DmaEngine::signalled() {
   if (group_) group_->notify();  // another participant may wait on it (mpmd_map's shared semaphores)
 }
@@ -212,6 +215,7 @@ constexpr int64_t kInlineCopyBytes = int64_t{64} << 10;
 }  // namespace
 
 void DmaEngine::start(Copy copy) {
+  yield_point();
   if (timeline::recording()) {
     // The copy's span runs from its start to its completion, whichever thread completes it.
     copy.move = [move = std::move(copy.move), track = timeline::Track::copies(device_, core_),
@@ -246,6 +250,7 @@ void DmaEngine::signal(int64_t* sem, int64_t inc) {
   if (inc < 0)
     throw Fault(fmt::format("semaphore_signal of {} by {}: a signal adds a non-negative amount (wait to take some away)",
                             describe(sem), inc));
+  yield_point();
   if (races_) races_->signal(race_actor_, sem, inc);
   counter(sem).fetch_add(inc);
   signalled();
@@ -256,6 +261,7 @@ int64_t DmaEngine::read(const int64_t* sem) { return value_of(sem); }
 void DmaEngine::wait(int64_t* sem, int64_t value, bool dma, SourceLoc loc) {
   if (value < 0)
     throw Fault(fmt::format("semaphore_wait on {} for {}: the value to wait for must be >= 0", describe(sem), value));
+  yield_point();
   // On the timeline: how long the core was blocked here.
   timeline::Scope span(timeline::Track::core(device_, core_), dma ? "DMA wait" : "semaphore_wait", "wait");
   if (timeline::recording()) {

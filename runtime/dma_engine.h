@@ -34,6 +34,7 @@ namespace tessera::rt {
 
 class LaunchGroup;
 class RaceDetector;
+class Schedule;
 
 enum class DmaMode : uint8_t { eager, on_wait, worker };
 
@@ -77,6 +78,16 @@ class DmaEngine {
   // group (other participants may signal), which reports deadlocks across them, and a completed
   // copy or a signal wakes the group's waiters. Copies run eagerly or on_wait, not on the worker.
   void join(LaunchGroup* group, int64_t member, int core);
+  // Under a seed schedule (runtime/schedule.h) as seat `seat`: starts, signals and waits are
+  // scheduling points, where another thread of the launch may take the turn.
+  void schedule(Schedule* schedule, int64_t seat) {
+    schedule_ = schedule;
+    schedule_seat_ = seat;
+  }
+  // A scheduling point of the core (nothing when it runs free): the others may run first.
+  void yield_point() {
+    if (schedule_) schedule_point();
+  }
 
   // Names `count` semaphores at `base` for messages, as they are allocated. `kernel_lifetime`: they
   // live until the kernel ends (scratch), else until their run_scoped region ends.
@@ -116,6 +127,7 @@ class DmaEngine {
   const Named* find(const int64_t* sem) const;
   void apply(Copy& copy);  // moves the data and signals, on the calling thread
   void signalled();        // a semaphore went up: wakes the group's waiters
+  void schedule_point();
   // Subtracts `value` from *sem if it holds that much; other cores may take from it at the same time.
   static bool take(int64_t* sem, int64_t value);
   bool take_and_acquire(int64_t* sem, int64_t value);  // take, and tell the race detector what was taken
@@ -135,6 +147,8 @@ class DmaEngine {
   std::unique_ptr<Shared> shared_;
   RaceDetector* races_ = nullptr;
   int race_actor_ = -1;
+  Schedule* schedule_ = nullptr;
+  int64_t schedule_seat_ = 0;
 };
 
 // A copy of the box `shape` (elements of `es` bytes) between two strided windows (strides in

@@ -291,12 +291,44 @@ class CoreOperands {
   std::vector<Array> copies_;
 };
 
+// A core's turns under a seed schedule (runtime/schedule.h), if any: it arrives when made (and waits
+// for its first turn) and leaves when it goes, with its failure, so that its last acts (leaving the
+// group, unwinding) still happen in its turn.
+class ScheduledTurn {
+ public:
+  ScheduledTurn(Schedule* schedule, int64_t seat) : schedule_(schedule), seat_(seat) {
+    if (schedule_) schedule_->arrive(seat_);
+  }
+  ~ScheduledTurn() {
+    if (schedule_) schedule_->leave(seat_, std::move(failure_));
+  }
+  ScheduledTurn(const ScheduledTurn&) = delete;
+  ScheduledTurn& operator=(const ScheduledTurn&) = delete;
+  void failed(std::exception_ptr e) { failure_ = std::move(e); }
+
+ private:
+  Schedule* schedule_;
+  int64_t seat_;
+  std::exception_ptr failure_;
+};
+
 // Runs one core's share of `exe`: its memory regions (remote copies address them) and semaphores
 // among the operands, its seat in the group (if any), the backend; then its copies stop and the
 // memory a compiled kernel allocated goes back to the executable for the next launch. Throws the
 // core's failure. `index`: the core's number among the launch's (for the on_wait order's seed).
+// `schedule`: the seed schedule of a launch without a group, as seat `index` (a group brings its own).
 void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& mem, StepRange steps,
-                  LaunchGroup* group, Seat seat, uint64_t index, bool dma_worker, RaceDetector* races = nullptr) {
+                  LaunchGroup* group, Seat seat, uint64_t index, bool dma_worker, RaceDetector* races = nullptr,
+                  Schedule* schedule = nullptr) {
+  // Under a seed schedule everything from here until the core leaves takes turns with the launch's
+  // other threads, including its seat in the group and its actor in the race detector.
+  int64_t schedule_seat = static_cast<int64_t>(index);
+  if (group && group->schedule()) {
+    schedule = group->schedule();
+    schedule_seat = group->schedule_seat(seat);
+  }
+  ScheduledTurn turn(schedule, schedule_seat);
+  ctx.dma.schedule(schedule, schedule_seat);
   const bool checked = exe.backend->checked();
   if (checked) {
     ctx.dma.configure(exe.checked.dma, ctx.launch.seed.value_or(exe.checked.seed) + index);
@@ -318,7 +350,15 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
   }
   {
     const GroupMembership member(group, seat, ctx);  // other participants stop reaching this core before its memory goes
-    exe.backend->run_core(ctx, mem, steps);
+    try {
+      exe.backend->run_core(ctx, mem, steps);
+    } catch (const Cancelled&) {
+      throw;
+    } catch (...) {
+      turn.failed(std::current_exception());
+      throw;
+    }
+    if (ctx.fault) turn.failed(std::make_exception_ptr(*ctx.fault));
   }
   ctx.dma.stop();  // after a failure, copies may still be running into the arena
   if (!checked) exe.give_arena(std::move(ctx.allocations));
@@ -340,10 +380,19 @@ struct RacesPublished {
 
 // The collective launch of every device of the current shard_map that this launch is part of, for a
 // kernel that communicates.
-std::shared_ptr<LaunchGroup> join_collective(const Executable& exe, DeviceContext* device, int cores) {
+std::shared_ptr<LaunchGroup> join_collective(const Executable& exe, DeviceContext* device, int cores,
+                                             std::optional<uint64_t> schedule_seed) {
   if (!exe.communicates || !device) return nullptr;
   random_delay();
-  return device->run->join(device->collective_launches++, exe.key, device->logical, cores);
+  return device->run->join(device->collective_launches++, exe.key, device->logical, cores, schedule_seed);
+}
+
+// The seed of the schedule a checked launch runs under, if any: the interpreter's threads take turns
+// whenever copies complete on_wait, the mode in which a seed decides what the interpreter may decide
+// (docs/design.md §4.15); eager copies and compiled code run free.
+std::optional<uint64_t> schedule_seed(const Executable& exe, const std::optional<uint64_t>& launch_seed) {
+  if (!exe.backend->checked() || exe.checked.dma != DmaMode::on_wait) return std::nullopt;
+  return launch_seed.value_or(exe.checked.seed);
 }
 
 }  // namespace
@@ -366,20 +415,39 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
   if (checked && exe.checked.detect_races)
     races = exe.communicates && device && device->races ? device->races->collective(device->collective_launches)
                                                         : std::make_shared<RaceDetector>(false);
-  const std::shared_ptr<LaunchGroup> group = join_collective(exe, device, split.active);
+  const std::optional<uint64_t> seed = schedule_seed(exe, options.seed);
+  const std::shared_ptr<LaunchGroup> group = join_collective(exe, device, split.active, seed);
   const int64_t member = device ? device->logical : 0;
+  // Cores of a launch without a group take turns under a schedule of their own.
+  std::mutex own_schedule_mutex;
+  std::optional<Schedule> own_schedule;
+  if (seed && !group && split.active > 1) own_schedule.emplace(*seed, split.active, own_schedule_mutex);
+  Schedule* const schedule = group ? group->schedule() : own_schedule ? &*own_schedule : nullptr;
   auto run_core = [&](int core, const OperandMemory& mem, bool dma_worker, StepRange range) {
-    if (range.lo >= range.hi) return;
+    if (range.lo >= range.hi) {
+      if (schedule) schedule->excuse(group ? group->schedule_seat(Seat{member, core}) : core);
+      return;
+    }
     CoreContext ctx(launch, core, &exe.lowered, device);
     run_one_core(exe, ctx, mem, range, group.get(), Seat{member, core}, static_cast<uint64_t>(core), dma_worker,
-                 races.get());
+                 races.get(), own_schedule ? &*own_schedule : nullptr);
   };
   if (checked) {
     const CheckedMemory mem = checked_memory(exe, args, exe.checked.zero_uninitialized);
     const RacesPublished published(races.get(), device);  // also when a core fails
-    run_cores(launch, split.active, [&](int core) {
-      run_core(core, CoreOperands(exe, mem.view(), args).view(), false, split.ranges[core]);
-    });
+    std::exception_ptr failure;
+    try {
+      run_cores(launch, split.active, [&](int core) {
+        run_core(core, CoreOperands(exe, mem.view(), args).view(), false, split.ranges[core]);
+      });
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // Under a schedule every device of the group throws the first failure in the schedule's order,
+    // once the whole group is done: the same failure for the same seed, whichever device reports it.
+    if (schedule)
+      if (std::exception_ptr first = schedule->wait_all_left()) failure = first;
+    if (failure) std::rethrow_exception(failure);
     return mem.outputs(args.size(), exe.num_outputs());
   }
 
@@ -469,7 +537,8 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
       checked_memory(layout, args, layout.backend->checked() && layout.checked.zero_uninitialized);
   std::vector<std::string> names;
   for (const Participant& p : participants) names.push_back(p.name);
-  LaunchGroup group(std::move(names), scope, layout.key, 1, /*entry_barrier=*/false);
+  LaunchGroup group(std::move(names), scope, layout.key, 1, /*entry_barrier=*/false, threads_transport(), 0,
+                    schedule_seed(layout, std::nullopt));
 
   DeviceContext* outer = current_device();
   set_last_race_reports({});

@@ -586,6 +586,7 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
       point.resize(op.operands.size());
       for (size_t i = 0; i < op.operands.size(); ++i) point[i] = as_int(in(i));
       if (!nested) {
+        frame.ctx.dma.yield_point();  // a grid step is a scheduling point of a seed schedule
         enter_grid_step(frame.ctx);
         if (options_.grid_point_recorder) {
           std::lock_guard lock(recorder_mutex_);
