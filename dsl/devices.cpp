@@ -241,9 +241,11 @@ void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device
 Ref get_barrier_semaphore(std::source_location loc) {
   auto& ctx = detail::TraceContext::current("pl::get_barrier_semaphore", loc);
   if (!ctx.collective_id)
-    throw UserError("pl::get_barrier_semaphore needs the kernel's collective_id", "CompilerParams without a collective_id",
-                    "give the pallas_call CompilerParams{.collective_id = k}, with k unique to this communication "
-                    "pattern",
+    throw UserError("pl::get_barrier_semaphore needs the kernel's collective_id",
+                    fmt::format("the {}'s CompilerParams have no collective_id", ctx.call),
+                    fmt::format("give the {} CompilerParams{{.collective_id = k}}, with k unique to this communication "
+                                "pattern",
+                                ctx.call),
                     loc);
   if (ctx.barrier_semaphore == ir::kNone) {
     // One per launch, allocated with the kernel's scratch (outside the grid loop).

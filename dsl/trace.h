@@ -65,6 +65,8 @@ class TraceContext {
   // The names of the kernel's own grid dims (pl::axis), empty when unnamed: pl::axis_index(name) reads
   // their program ids.
   std::vector<std::string> grid_names;
+  // What traces the kernel ("pallas_call", "mpmd_map"), for messages that tell the user what to change.
+  std::string call = "pallas_call";
   // The call's collective_id, and the barrier semaphore once a kernel asked for it.
   std::optional<int64_t> collective_id;
   ir::ValueId barrier_semaphore = ir::kNone;

@@ -1,6 +1,7 @@
 // Axis names (docs/design.md §4.8): named grid dims read with pl::axis_index / pl::axis_size /
-// pl::num_programs, and joint axes over several mesh axes (in kernels, on the host and in device ids).
-// Every case runs compiled (checked against the interpreter) and interpreted.
+// pl::num_programs, joint axes over several mesh axes (in kernels, on the host and in device ids), and
+// the barrier semaphore of an mpmd_map with a collective_id. Every case runs compiled (checked against
+// the interpreter) and interpreted.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -206,6 +207,45 @@ TEST_SUITE("dsl") {
       };
       auto g = testing::on_every_device(twice, mesh, pl::P(pl::PartitionDim{"x", "y"}), {pl::SemaphoreType::REGULAR, pl::SemaphoreType::REGULAR}, backend);
       CHECK_THROWS_WITH_AS(g(pl::Array::zeros({4 * kRows}, pl::f32)), Contains("axis `x` is named twice in the device id"), Error);
+    });
+  }
+
+  TEST_CASE("mpmd_map: get_barrier_semaphore with a collective_id, one barrier per participant") {
+    for_each_checked_backend([](const pl::CallOptions& backend) {
+      pl::CallOptions options = backend;
+      options.compiler_params.collective_id = 5;
+      // A 4-device ring: every device signals both neighbours' barriers and waits for both signals, then
+      // writes what its barrier held before the wait (>= 0) plus its coordinate.
+      auto kernel = [](pl::Ref o, pl::Ref buf) {
+        const pl::Value me = pl::axis_index("x");
+        pl::Ref barrier = pl::get_barrier_semaphore();
+        pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + 1) % 4}));
+        pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + 3) % 4}));
+        pl::semaphore_wait(barrier, 2);
+        buf() = pl::broadcast_to((pl::semaphore_read(barrier) * 100 + me).astype(pl::f32), {kRows, kCols});
+        pl::sync_copy(buf, o.at(pl::ds(me * kRows, kRows)));
+      };
+      auto call = pl::mpmd_map({{pl::Mesh({4}, {"x"}), kernel}}, pl::ShapeDtype({4 * kRows, kCols}, pl::f32),
+                               {pl::VMEM({kRows, kCols}, pl::f32)}, options);
+      const pl::Array out = call();
+      for (int64_t d = 0; d < 4; ++d) {
+        CHECK(out.at<float>({d * kRows, 0}) == static_cast<float>(d));
+        CHECK(out.at<float>({d * kRows + kRows - 1, kCols - 1}) == static_cast<float>(d));
+      }
+    });
+  }
+
+  TEST_CASE("mpmd_map: get_barrier_semaphore without a collective_id names the mpmd_map") {
+    for_each_checked_backend([](const pl::CallOptions& backend) {
+      const int line = __LINE__ + 1;
+      auto kernel = [](pl::Ref) { pl::semaphore_signal(pl::get_barrier_semaphore(), 0, pl::DeviceId({0})); };
+      auto call = pl::mpmd_map({{pl::Mesh({2}, {"x"}), kernel}}, pl::ShapeDtype({kRows, kCols}, pl::f32), {}, backend);
+      const UserError e = user_error([&] { call(); });
+      CHECK(e.problem() == "pl::get_barrier_semaphore needs the kernel's collective_id");
+      CHECK(e.given() == "the mpmd_map's CompilerParams have no collective_id");
+      CHECK(e.fix() == "give the mpmd_map CompilerParams{.collective_id = k}, with k unique to this communication pattern");
+      CHECK(e.loc().line == line);
+      CHECK(std::string(e.loc().file).find("axes_test.cpp") != std::string::npos);
     });
   }
 }
