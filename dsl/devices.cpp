@@ -225,17 +225,49 @@ void RemoteCopyDescriptor::wait(std::source_location loc) const {
   wait_recv(loc);
 }
 
-void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device, DeviceIdType type,
-                      std::source_location loc) {
-  const char* api = "pl::semaphore_signal";
-  detail::check_semaphore(sem, DType::sem, api, loc);
-  std::vector<Value> target = device.resolve(type, api);
+namespace {
+
+// A signal to the participant `target` names (mesh coordinates, or one logical id).
+void emit_remote_signal(const Ref& sem, const Operand& inc, const std::vector<Value>& target, bool logical,
+                        const char* api, SourceLoc loc) {
   auto& ctx = detail::TraceContext::current(api, loc);
   Value amount = detail::i32_scalar(inc, api, "the amount", "a count of signals", loc);
   std::vector<ir::ValueId> operands{sem.id(), amount.id()};
   for (const Value& v : target) operands.push_back(v.id());
   for (ir::ValueId v : operands) ctx.check_visible(v, api, loc);
-  ctx.emit(OpKind::RemoteSemaphoreSignal, operands, {}, ir::DeviceAttr{type == DeviceIdType::LOGICAL}, loc);
+  ctx.emit(OpKind::RemoteSemaphoreSignal, operands, {}, ir::DeviceAttr{logical}, loc);
+}
+
+}  // namespace
+
+void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device, DeviceIdType type,
+                      std::source_location loc) {
+  const char* api = "pl::semaphore_signal";
+  detail::check_semaphore(sem, DType::sem, api, loc);
+  emit_remote_signal(sem, inc, device.resolve(type, api), type == DeviceIdType::LOGICAL, api, loc);
+}
+
+void semaphore_signal(const Ref& sem, const Operand& inc, const CoreIndex& core, std::source_location loc) {
+  const char* api = "pl::semaphore_signal";
+  detail::check_semaphore(sem, DType::sem, api, loc);
+  auto& ctx = detail::TraceContext::current(api, loc);
+  if (!ctx.core_mesh)
+    throw UserError("pl::semaphore_signal: core_index names a core of a pl::CoreMesh, and this kernel runs on none",
+                    fmt::format("pl::CoreIndex in a kernel of a {}", ctx.call == "mpmd_map" ? "mpmd_map over a device mesh" : ctx.call),
+                    "run the kernel on the cores of a pl::CoreMesh in pl::mpmd_map, or signal another device with "
+                    "pl::DeviceId",
+                    core.loc);
+  // The kernel's mesh is its CoreMesh: a core is a point of it, as a device is of a device mesh.
+  const Mesh& cores = current_mesh(api, loc);
+  if (core.index.is_literal()) {
+    const int64_t k = static_cast<int64_t>(core.index.literal().as_double());
+    if (k < 0 || k >= cores.size())
+      throw UserError(fmt::format("pl::semaphore_signal: core_index {} is out of range", k),
+                      fmt::format("a kernel on {} cores (pl::CoreMesh(\"{}\", {}))", cores.size(),
+                                  cores.axis_names()[0], cores.size()),
+                      fmt::format("name a core in [0, {})", cores.size()), core.loc);
+  }
+  emit_remote_signal(sem, inc, {as_i32(core.index, api, core.loc)}, false, api, loc);
 }
 
 Ref get_barrier_semaphore(std::source_location loc) {

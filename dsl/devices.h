@@ -8,6 +8,7 @@
 //   copy.start(); ... copy.wait_send(); copy.wait_recv();      (or copy.wait(): both)
 //   pl::semaphore_signal(sem, 1, pl::DeviceId({{"y", j}}));   a remote signal (other axes: this device's)
 //   pl::Ref barrier = pl::get_barrier_semaphore();          needs CompilerParams{.collective_id = k}
+//   pl::semaphore_signal(sem, 1, pl::CoreIndex(k));          core k of the kernel's pl::CoreMesh (mpmd_map)
 //
 // A remote copy pushes the local window `src` into the window `dst` of the target device's instance
 // of the same kernel: `dst` names this device's ref, and the copy lands in the target's
@@ -113,6 +114,20 @@ RemoteCopyDescriptor make_async_remote_copy(const Ref& src, const Ref& dst, cons
 
 // Adds `inc` to the semaphore of the target device that corresponds to `sem` here.
 void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device, DeviceIdType type = DeviceIdType::MESH,
+                      std::source_location loc = std::source_location::current());
+
+// A core to signal (Pallas' core_index=k): core k of the pl::CoreMesh the kernel runs on in an mpmd_map.
+struct CoreIndex {
+  CoreIndex(const Operand& k, std::source_location loc = std::source_location::current()) : index(k), loc(loc) {}
+  Operand index;
+  SourceLoc loc;
+};
+
+// pl::semaphore_signal(sem, inc, pl::CoreIndex(k)): adds `inc` to core k's semaphore that corresponds
+// to `sem` here (its own run_scoped or barrier semaphore; shared scratch semaphores are one for all
+// cores). Only the cores of a pl::CoreMesh are addressable: a pallas_call's cores are threads the
+// compiled backend picks by machine, so a kernel naming one would not mean the same everywhere.
+void semaphore_signal(const Ref& sem, const Operand& inc, const CoreIndex& core,
                       std::source_location loc = std::source_location::current());
 
 // The kernel's barrier semaphore (a regular semaphore of the collective launch; it must be back at zero

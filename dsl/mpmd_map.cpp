@@ -142,6 +142,7 @@ ir::Function MpmdImpl::trace(size_t pair, std::span<const Array> args) const {
   {
     TraceContext ctx(fn, name_);
     ctx.call = "mpmd_map";
+    ctx.core_mesh = spec_.pairs[pair].of_cores;
     // A participant's barrier semaphore (pl::get_barrier_semaphore) is its own, as its VMEM scratch is:
     // remote signals over the kernel's mesh reach the other participants' ones.
     ctx.collective_id = spec_.options.compiler_params.collective_id;

@@ -67,6 +67,8 @@ class TraceContext {
   std::vector<std::string> grid_names;
   // What traces the kernel ("pallas_call", "mpmd_map"), for messages that tell the user what to change.
   std::string call = "pallas_call";
+  // Whether the kernel runs on the cores of a pl::CoreMesh (an mpmd_map pair): pl::CoreIndex names them.
+  bool core_mesh = false;
   // The call's collective_id, and the barrier semaphore once a kernel asked for it.
   std::optional<int64_t> collective_id;
   ir::ValueId barrier_semaphore = ir::kNone;

@@ -248,4 +248,60 @@ TEST_SUITE("dsl") {
       CHECK(std::string(e.loc().file).find("axes_test.cpp") != std::string::npos);
     });
   }
+
+  TEST_CASE("core_index: a signal to another core's barrier semaphore on a CoreMesh") {
+    for_each_checked_backend([](const pl::CallOptions& backend) {
+      pl::CallOptions options = backend;
+      options.compiler_params.collective_id = 2;
+      // Three cores in a ring: each signals the next core's barrier twice, by a static and a traced
+      // core index, and waits for its own two signals; then writes what its barrier held after the
+      // wait plus its core.
+      auto kernel = [](pl::Ref o, pl::Ref buf) {
+        const pl::Value c = pl::axis_index("core");
+        pl::Ref barrier = pl::get_barrier_semaphore();
+        pl::semaphore_signal(barrier, 1, pl::CoreIndex((c + 1) % 3));
+        pl::when(c == 2, [&] { pl::semaphore_signal(barrier, 1, pl::CoreIndex(0)); });
+        pl::when(c != 2, [&] { pl::semaphore_signal(barrier, 1, pl::CoreIndex(c + 1)); });
+        pl::semaphore_wait(barrier, 2);
+        buf() = pl::broadcast_to((pl::semaphore_read(barrier) * 100 + c).astype(pl::f32), {kRows, kCols});
+        pl::sync_copy(buf, o.at(pl::ds(c * kRows, kRows)));
+      };
+      auto call = pl::mpmd_map({{pl::CoreMesh("core", 3), kernel}}, pl::ShapeDtype({3 * kRows, kCols}, pl::f32),
+                               {pl::VMEM({kRows, kCols}, pl::f32)}, options);
+      const pl::Array out = call();
+      for (int64_t c = 0; c < 3; ++c) {
+        CHECK(out.at<float>({c * kRows, 0}) == static_cast<float>(c));
+        CHECK(out.at<float>({c * kRows + kRows - 1, kCols - 1}) == static_cast<float>(c));
+      }
+    });
+  }
+
+  TEST_CASE("core_index: out of range, and outside a CoreMesh, is a UserError at the signal's line") {
+    for_each_checked_backend([](const pl::CallOptions& backend) {
+      pl::CallOptions options = backend;
+      options.compiler_params.collective_id = 2;
+      const int line = __LINE__ + 1;
+      auto far = [](pl::Ref) { pl::semaphore_signal(pl::get_barrier_semaphore(), 1, pl::CoreIndex(2)); };
+      auto call = pl::mpmd_map({{pl::CoreMesh("core", 2), far}}, pl::ShapeDtype({kRows, kCols}, pl::f32), {}, options);
+      const UserError e = user_error([&] { call(); });
+      CHECK(e.problem() == "pl::semaphore_signal: core_index 2 is out of range");
+      CHECK(e.given() == "a kernel on 2 cores (pl::CoreMesh(\"core\", 2))");
+      CHECK(e.fix() == "name a core in [0, 2)");
+      CHECK(e.loc().line == line);
+      CHECK(std::string(e.loc().file).find("axes_test.cpp") != std::string::npos);
+
+      const int local_line = __LINE__ + 2;
+      auto local = [](pl::Ref o, pl::Ref sem) {
+        pl::semaphore_signal(sem, 1, pl::CoreIndex(0));
+        pl::semaphore_wait(sem, 1);
+        o() = pl::zeros_like(o);
+      };
+      auto plain = pl::pallas_call(local, pl::GridSpec{.scratch_shapes = {pl::SemaphoreType::REGULAR}},
+                                   pl::ShapeDtype({kRows, kCols}, pl::f32), backend);
+      const UserError p = user_error([&] { plain(); });
+      CHECK(p.problem() == "pl::semaphore_signal: core_index names a core of a pl::CoreMesh, and this kernel runs on none");
+      CHECK(p.given() == "pl::CoreIndex in a kernel of a pallas_call");
+      CHECK(p.loc().line == local_line);
+    });
+  }
 }
