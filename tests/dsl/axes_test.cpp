@@ -31,6 +31,21 @@ void for_each_checked_backend(F body) {
   }
 }
 
+// A participant's epilogue: after its barrier waits, writes what the barrier holds (0 once every
+// signal was taken) * 100 + `me` into its row block of `o`, through its own VMEM `buf`.
+void write_barrier_and_index(pl::Ref o, pl::Ref buf, pl::Ref barrier, const pl::Value& me) {
+  buf() = pl::broadcast_to((pl::semaphore_read(barrier) * 100 + me).astype(pl::f32), {kRows, kCols});
+  pl::sync_copy(buf, o.at(pl::ds(me * kRows, kRows)));
+}
+
+// Each of `n` row blocks of `out` holds its own index (the barrier was back at zero everywhere).
+void check_blocks_hold_their_index(const pl::Array& out, int64_t n) {
+  for (int64_t b = 0; b < n; ++b) {
+    CHECK(out.at<float>({b * kRows, 0}) == static_cast<float>(b));
+    CHECK(out.at<float>({b * kRows + kRows - 1, kCols - 1}) == static_cast<float>(b));
+  }
+}
+
 // The error `f` throws, which must be a UserError.
 template <class F>
 UserError user_error(F&& f) {
@@ -222,16 +237,11 @@ TEST_SUITE("dsl") {
         pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + 1) % 4}));
         pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + 3) % 4}));
         pl::semaphore_wait(barrier, 2);
-        buf() = pl::broadcast_to((pl::semaphore_read(barrier) * 100 + me).astype(pl::f32), {kRows, kCols});
-        pl::sync_copy(buf, o.at(pl::ds(me * kRows, kRows)));
+        write_barrier_and_index(o, buf, barrier, me);
       };
       auto call = pl::mpmd_map({{pl::Mesh({4}, {"x"}), kernel}}, pl::ShapeDtype({4 * kRows, kCols}, pl::f32),
                                {pl::VMEM({kRows, kCols}, pl::f32)}, options);
-      const pl::Array out = call();
-      for (int64_t d = 0; d < 4; ++d) {
-        CHECK(out.at<float>({d * kRows, 0}) == static_cast<float>(d));
-        CHECK(out.at<float>({d * kRows + kRows - 1, kCols - 1}) == static_cast<float>(d));
-      }
+      check_blocks_hold_their_index(call(), 4);
     });
   }
 
@@ -263,16 +273,11 @@ TEST_SUITE("dsl") {
         pl::when(c == 2, [&] { pl::semaphore_signal(barrier, 1, pl::CoreIndex(0)); });
         pl::when(c != 2, [&] { pl::semaphore_signal(barrier, 1, pl::CoreIndex(c + 1)); });
         pl::semaphore_wait(barrier, 2);
-        buf() = pl::broadcast_to((pl::semaphore_read(barrier) * 100 + c).astype(pl::f32), {kRows, kCols});
-        pl::sync_copy(buf, o.at(pl::ds(c * kRows, kRows)));
+        write_barrier_and_index(o, buf, barrier, c);
       };
       auto call = pl::mpmd_map({{pl::CoreMesh("core", 3), kernel}}, pl::ShapeDtype({3 * kRows, kCols}, pl::f32),
                                {pl::VMEM({kRows, kCols}, pl::f32)}, options);
-      const pl::Array out = call();
-      for (int64_t c = 0; c < 3; ++c) {
-        CHECK(out.at<float>({c * kRows, 0}) == static_cast<float>(c));
-        CHECK(out.at<float>({c * kRows + kRows - 1, kCols - 1}) == static_cast<float>(c));
-      }
+      check_blocks_hold_their_index(call(), 3);
     });
   }
 
