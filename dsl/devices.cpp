@@ -3,7 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "dsl/async_copy.h"
+#include "dsl/control.h"
+#include "dsl/trace.h"
 #include "runtime/mesh.h"
 
 namespace tessera {
@@ -25,13 +30,79 @@ Value as_i32(const Operand& o, const char* api, SourceLoc loc) {
   return detail::i32_scalar(o, api, "a device coordinate", "(pl::axis_index(\"x\") + 1) % pl::axis_size(\"x\")", loc);
 }
 
+// This device's coordinate along mesh axis `a`, traced.
+Value mesh_axis_index(int64_t a, SourceLoc loc) {
+  auto& ctx = detail::TraceContext::current("pl::axis_index (in a kernel; host code uses pl::host_axis_index)", loc);
+  return Value::wrap(ctx, ctx.emit_value(OpKind::AxisIndex, {}, Type::scalar(DType::i32), a, loc));
+}
+
+const std::vector<std::string>& checked_names(const AxisNames& names, const char* api, SourceLoc loc) {
+  if (names.names().empty())
+    throw UserError(fmt::format("{} needs at least one axis name", api), "an empty list of axis names",
+                    "name an axis, pl::axis_index(\"x\"), or several for a joint axis, pl::axis_index({\"y\", \"x\"})",
+                    loc);
+  return names.names();
+}
+
+// Where one axis name points: a dim of the traced kernel's named grid, or an axis of the current mesh.
+struct AxisRef {
+  std::optional<int> grid_dim;
+  int64_t grid_size = 0;
+  const Mesh* mesh = nullptr;
+  int64_t mesh_axis = -1;
+};
+
+// Grid dims are looked up in the kernel being traced (when one is), mesh axes in the current mesh. A
+// name that is both is an error: which one the user meant cannot be guessed.
+AxisRef resolve_axis(const std::string& name, const char* api, SourceLoc loc) {
+  const detail::TraceContext* ctx = detail::TraceContext::active();
+  const rt::DeviceContext* device = rt::current_device();
+  const std::vector<std::string> none;
+  const std::vector<std::string>& grid = ctx ? ctx->grid_names : none;
+  const auto g = std::find(grid.begin(), grid.end(), name);
+  const Mesh* mesh = device ? device->mesh.get() : nullptr;
+  const bool on_mesh = mesh && std::find(mesh->axis_names().begin(), mesh->axis_names().end(), name) !=
+                                   mesh->axis_names().end();
+  if (g == grid.end()) {
+    if (!grid.empty() && !on_mesh)
+      throw UserError(fmt::format("{}: there is no axis `{}`", api, name),
+                      mesh ? fmt::format("the grid's axes {} and the axes of {}", fmt::join(grid, ", "), mesh->str())
+                           : fmt::format("the grid's axes {} (no mesh is current)", fmt::join(grid, ", ")),
+                      "use the name of a grid dim (pl::axis) or, inside pl::shard_map, of a mesh axis", loc);
+    const Mesh& m = current_mesh(api, loc);
+    return AxisRef{std::nullopt, 0, &m, m.axis(name, loc)};
+  }
+  if (on_mesh)
+    throw UserError(fmt::format("{}: `{}` names both a grid dim and a mesh axis", api, name),
+                    fmt::format("the grid's axes {} and {}", fmt::join(grid, ", "), mesh->str()),
+                    "rename the grid dim (pl::axis) or the mesh axis so that every name means one axis", loc);
+  if (ctx->grids.size() != 1)
+    throw UserError(fmt::format("{}: grid axis `{}` is read inside a nested pipeline", api, name),
+                    "a named dim of the pallas_call's grid used inside an emit_pipeline body or index map",
+                    "read it in the kernel body, outside the emit_pipeline, and use the value inside", loc);
+  const int dim = static_cast<int>(g - grid.begin());
+  return AxisRef{dim, ctx->grids.back().at(static_cast<size_t>(dim)), nullptr, -1};
+}
+
+int64_t size_of(const AxisRef& r) { return r.grid_dim ? r.grid_size : r.mesh->shape()[r.mesh_axis]; }
+
+// The sizes of the axes a joint name spans, in its order.
+std::vector<int64_t> joint_sizes(const AxisNames& names, const char* api, SourceLoc loc) {
+  std::vector<int64_t> sizes;
+  for (const std::string& n : checked_names(names, api, loc)) sizes.push_back(size_of(resolve_axis(n, api, loc)));
+  return sizes;
+}
+
 }  // namespace
 
-DeviceId::DeviceId(std::initializer_list<Operand> coords, std::source_location loc) : coords_(coords), loc_(loc) {}
-DeviceId::DeviceId(std::initializer_list<std::pair<const char*, Operand>> axes, std::source_location loc)
-    : by_axis_(true), loc_(loc) {
-  for (const auto& [name, v] : axes) axes_.emplace_back(name, v);
+std::string AxisNames::str() const {
+  if (names_.size() == 1) return names_[0];
+  return fmt::format("({})", fmt::join(names_, ", "));
 }
+
+DeviceId::DeviceId(std::initializer_list<Operand> coords, std::source_location loc) : coords_(coords), loc_(loc) {}
+DeviceId::DeviceId(std::initializer_list<std::pair<AxisNames, Operand>> axes, std::source_location loc)
+    : axes_(axes), by_axis_(true), loc_(loc) {}
 DeviceId::DeviceId(const Operand& id, std::source_location loc) : coords_{id}, single_(true), loc_(loc) {}
 
 std::vector<Value> DeviceId::resolve(DeviceIdType type, const char* api) const {
@@ -47,15 +118,23 @@ std::vector<Value> DeviceId::resolve(DeviceIdType type, const char* api) const {
   }
   if (by_axis_) {
     std::vector<std::optional<Value>> per_axis(static_cast<size_t>(mesh.rank()));
-    for (const auto& [name, v] : axes_) {
-      const int64_t a = mesh.axis(name, loc_);
-      if (per_axis[a])
-        throw UserError(fmt::format("{}: axis `{}` is named twice in the device id", api, name), mesh.str(),
-                        "name every axis at most once", loc_);
-      per_axis[a] = as_i32(v, api, loc_);
+    for (const auto& [names, v] : axes_) {
+      // A joint axis (y, x) takes a linear index j: y = j / size(x), x = j % size(x).
+      const std::vector<std::string>& joint = checked_names(names, api, loc_);
+      const Value linear = as_i32(v, api, loc_);
+      int64_t stride = 1;
+      for (size_t k = joint.size(); k-- > 0;) {
+        const int64_t a = mesh.axis(joint[k], loc_);
+        if (per_axis[a])
+          throw UserError(fmt::format("{}: axis `{}` is named twice in the device id", api, joint[k]), mesh.str(),
+                          "name every axis at most once", loc_);
+        Value c = stride == 1 ? linear : linear / static_cast<int32_t>(stride);
+        per_axis[a] = k == 0 ? c : c % static_cast<int32_t>(mesh.shape()[a]);
+        stride *= mesh.shape()[a];
+      }
     }
     for (size_t a = 0; a < per_axis.size(); ++a)
-      out.push_back(per_axis[a] ? *per_axis[a] : axis_index(mesh.axis_names()[a], std::source_location()));
+      out.push_back(per_axis[a] ? *per_axis[a] : mesh_axis_index(static_cast<int64_t>(a), loc_));
     return out;
   }
   if (static_cast<int64_t>(coords_.size()) != mesh.rank())
@@ -70,28 +149,46 @@ std::vector<Value> DeviceId::resolve(DeviceIdType type, const char* api) const {
   return out;
 }
 
-Value axis_index(const std::string& name, std::source_location loc) {
-  const Mesh& mesh = current_mesh("pl::axis_index", loc);
-  const int64_t a = mesh.axis(name, loc);
-  auto& ctx = detail::TraceContext::current("pl::axis_index (in a kernel; host code uses pl::host_axis_index)", loc);
-  return Value::wrap(ctx, ctx.emit_value(OpKind::AxisIndex, {}, Type::scalar(DType::i32), a, loc));
+Value axis_index(const AxisNames& names, std::source_location loc) {
+  const char* api = "pl::axis_index";
+  std::optional<Value> linear;
+  for (const std::string& n : checked_names(names, api, loc)) {
+    const AxisRef r = resolve_axis(n, api, loc);
+    const Value v = r.grid_dim ? program_id(*r.grid_dim, loc) : mesh_axis_index(r.mesh_axis, loc);
+    linear = linear ? *linear * static_cast<int32_t>(size_of(r)) + v : v;
+  }
+  return *linear;
 }
 
-int64_t axis_size(const std::string& name, std::source_location loc) {
-  return current_mesh("pl::axis_size", loc).axis_size(name, loc);
+int64_t axis_size(const AxisNames& names, std::source_location loc) {
+  int64_t product = 1;
+  for (int64_t s : joint_sizes(names, "pl::axis_size", loc)) product *= s;
+  return product;
+}
+
+Value num_programs(const std::string& name, std::source_location loc) {
+  const AxisRef r = resolve_axis(name, "pl::num_programs", loc);
+  if (!r.grid_dim)
+    throw UserError(fmt::format("pl::num_programs: `{}` is a mesh axis, not a grid dim", name), r.mesh->str(),
+                    fmt::format("use pl::axis_size(\"{}\") for a mesh axis' size", name), loc);
+  return num_programs(*r.grid_dim, loc);
 }
 
 Value device_id(std::source_location loc) {
   const Mesh& mesh = current_mesh("pl::device_id", loc);
-  Value id = axis_index(mesh.axis_names()[0], loc);
-  for (int64_t a = 1; a < mesh.rank(); ++a)
-    id = id * static_cast<int32_t>(mesh.shape()[a]) + axis_index(mesh.axis_names()[a], loc);
+  Value id = mesh_axis_index(0, loc);
+  for (int64_t a = 1; a < mesh.rank(); ++a) id = id * static_cast<int32_t>(mesh.shape()[a]) + mesh_axis_index(a, loc);
   return id;
 }
 
-int64_t host_axis_index(const std::string& name, std::source_location loc) {
+int64_t host_axis_index(const AxisNames& names, std::source_location loc) {
   const Mesh& mesh = current_mesh("pl::host_axis_index", loc);
-  return rt::current_device()->coords[mesh.axis(name, loc)];
+  int64_t linear = 0;
+  for (const std::string& n : checked_names(names, "pl::host_axis_index", loc)) {
+    const int64_t a = mesh.axis(n, loc);
+    linear = linear * mesh.shape()[a] + rt::current_device()->coords[a];
+  }
+  return linear;
 }
 
 RemoteCopyDescriptor make_async_remote_copy(const Ref& src, const Ref& dst, const Ref& send_sem, const Ref& recv_sem,
@@ -128,25 +225,59 @@ void RemoteCopyDescriptor::wait(std::source_location loc) const {
   wait_recv(loc);
 }
 
-void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device, DeviceIdType type,
-                      std::source_location loc) {
-  const char* api = "pl::semaphore_signal";
-  detail::check_semaphore(sem, DType::sem, api, loc);
-  std::vector<Value> target = device.resolve(type, api);
+namespace {
+
+// A signal to the participant `target` names (mesh coordinates, or one logical id).
+void emit_remote_signal(const Ref& sem, const Operand& inc, const std::vector<Value>& target, bool logical,
+                        const char* api, SourceLoc loc) {
   auto& ctx = detail::TraceContext::current(api, loc);
   Value amount = detail::i32_scalar(inc, api, "the amount", "a count of signals", loc);
   std::vector<ir::ValueId> operands{sem.id(), amount.id()};
   for (const Value& v : target) operands.push_back(v.id());
   for (ir::ValueId v : operands) ctx.check_visible(v, api, loc);
-  ctx.emit(OpKind::RemoteSemaphoreSignal, operands, {}, ir::DeviceAttr{type == DeviceIdType::LOGICAL}, loc);
+  ctx.emit(OpKind::RemoteSemaphoreSignal, operands, {}, ir::DeviceAttr{logical}, loc);
+}
+
+}  // namespace
+
+void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device, DeviceIdType type,
+                      std::source_location loc) {
+  const char* api = "pl::semaphore_signal";
+  detail::check_semaphore(sem, DType::sem, api, loc);
+  emit_remote_signal(sem, inc, device.resolve(type, api), type == DeviceIdType::LOGICAL, api, loc);
+}
+
+void semaphore_signal(const Ref& sem, const Operand& inc, const CoreIndex& core, std::source_location loc) {
+  const char* api = "pl::semaphore_signal";
+  detail::check_semaphore(sem, DType::sem, api, loc);
+  auto& ctx = detail::TraceContext::current(api, loc);
+  if (!ctx.core_mesh)
+    throw UserError("pl::semaphore_signal: core_index names a core of a pl::CoreMesh, and this kernel runs on none",
+                    fmt::format("pl::CoreIndex in a kernel of a {}", ctx.call == "mpmd_map" ? "mpmd_map over a device mesh" : ctx.call),
+                    "run the kernel on the cores of a pl::CoreMesh in pl::mpmd_map, or signal another device with "
+                    "pl::DeviceId",
+                    core.loc);
+  // The kernel's mesh is its CoreMesh: a core is a point of it, as a device is of a device mesh.
+  const Mesh& cores = current_mesh(api, loc);
+  if (core.index.is_literal()) {
+    const int64_t k = static_cast<int64_t>(core.index.literal().as_double());
+    if (k < 0 || k >= cores.size())
+      throw UserError(fmt::format("pl::semaphore_signal: core_index {} is out of range", k),
+                      fmt::format("a kernel on {} cores (pl::CoreMesh(\"{}\", {}))", cores.size(),
+                                  cores.axis_names()[0], cores.size()),
+                      fmt::format("name a core in [0, {})", cores.size()), core.loc);
+  }
+  emit_remote_signal(sem, inc, {as_i32(core.index, api, core.loc)}, false, api, loc);
 }
 
 Ref get_barrier_semaphore(std::source_location loc) {
   auto& ctx = detail::TraceContext::current("pl::get_barrier_semaphore", loc);
   if (!ctx.collective_id)
-    throw UserError("pl::get_barrier_semaphore needs the kernel's collective_id", "CompilerParams without a collective_id",
-                    "give the pallas_call CompilerParams{.collective_id = k}, with k unique to this communication "
-                    "pattern",
+    throw UserError("pl::get_barrier_semaphore needs the kernel's collective_id",
+                    fmt::format("the {}'s CompilerParams have no collective_id", ctx.call),
+                    fmt::format("give the {} CompilerParams{{.collective_id = k}}, with k unique to this communication "
+                                "pattern",
+                                ctx.call),
                     loc);
   if (ctx.barrier_semaphore == ir::kNone) {
     // One per launch, allocated with the kernel's scratch (outside the grid loop).

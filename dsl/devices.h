@@ -8,6 +8,7 @@
 //   copy.start(); ... copy.wait_send(); copy.wait_recv();      (or copy.wait(): both)
 //   pl::semaphore_signal(sem, 1, pl::DeviceId({{"y", j}}));   a remote signal (other axes: this device's)
 //   pl::Ref barrier = pl::get_barrier_semaphore();          needs CompilerParams{.collective_id = k}
+//   pl::semaphore_signal(sem, 1, pl::CoreIndex(k));          core k of the kernel's pl::CoreMesh (mpmd_map)
 //
 // A remote copy pushes the local window `src` into the window `dst` of the target device's instance
 // of the same kernel: `dst` names this device's ref, and the copy lands in the target's
@@ -15,6 +16,14 @@
 //
 // Host code inside pl::shard_map asks for its coordinate with pl::host_axis_index (a C++ integer):
 // pl::axis_index is a value of the kernel being traced.
+//
+// Axis names (pl::AxisNames) are one name or several: pl::axis_index({"y", "x"}) is the joint index
+// over mesh axes y and x, row-major in the order given (y * size(x) + x), and pl::axis_size({"y", "x"})
+// their product; a device id may name a joint axis too: pl::DeviceId({{{"y", "x"}, j}}).
+// A pallas_call whose grid has named dims (.grid = {pl::axis("i", 2), ...}) reads them by name:
+// pl::axis_index("i") is pl::program_id of that dim, pl::axis_size("i") / pl::num_programs("i") its size.
+// A name that is both a grid dim and an axis of the current mesh is an error (rename one of them):
+// neither silently shadows the other.
 //
 // Front-end layer (dsl/).
 #pragma once
@@ -32,12 +41,26 @@ namespace tessera {
 
 enum class DeviceIdType { MESH, LOGICAL };
 
+// One axis name ("x"), or several for a joint axis ({"y", "x"}: row-major in that order).
+class AxisNames {
+ public:
+  AxisNames(const char* name) : names_{name} {}
+  AxisNames(std::string name) : names_{std::move(name)} {}
+  AxisNames(std::initializer_list<std::string> names) : names_(names) {}
+  const std::vector<std::string>& names() const { return names_; }
+  // "x", or ("y", "x") for a joint axis: as the user wrote it, for messages.
+  std::string str() const;
+
+ private:
+  std::vector<std::string> names_;
+};
+
 // A target device: mesh coordinates (one per axis), a per-axis map (axes not named keep this
 // device's coordinate), or one logical id (with DeviceIdType::LOGICAL).
 class DeviceId {
  public:
   DeviceId(std::initializer_list<Operand> coords, std::source_location loc = std::source_location::current());
-  DeviceId(std::initializer_list<std::pair<const char*, Operand>> axes,
+  DeviceId(std::initializer_list<std::pair<AxisNames, Operand>> axes,
            std::source_location loc = std::source_location::current());
   DeviceId(const Operand& id, std::source_location loc = std::source_location::current());
 
@@ -47,20 +70,24 @@ class DeviceId {
 
  private:
   std::vector<Operand> coords_;
-  std::vector<std::pair<std::string, Operand>> axes_;
+  std::vector<std::pair<AxisNames, Operand>> axes_;
   bool by_axis_ = false;
   bool single_ = false;
   SourceLoc loc_;
 };
 
-// This device's coordinate along mesh axis `name` (a traced i32; inside pl::shard_map).
-Value axis_index(const std::string& name, std::source_location loc = std::source_location::current());
-// The size of mesh axis `name` (inside pl::shard_map; also on the host).
-int64_t axis_size(const std::string& name, std::source_location loc = std::source_location::current());
+// This device's coordinate along mesh axis `name` (a traced i32; inside pl::shard_map), or the program
+// id of the grid dim called `name`; a joint axis gives the row-major linear index.
+Value axis_index(const AxisNames& name, std::source_location loc = std::source_location::current());
+// The size of mesh axis (or named grid dim) `name`; of a joint axis, the product (inside pl::shard_map;
+// mesh axes also on the host).
+int64_t axis_size(const AxisNames& name, std::source_location loc = std::source_location::current());
+// The size of the grid dim called `name` (i32), as pl::num_programs(dim) gives it.
+Value num_programs(const std::string& name, std::source_location loc = std::source_location::current());
 // This device's logical id (row-major over the mesh's axes), traced.
 Value device_id(std::source_location loc = std::source_location::current());
-// Host code inside pl::shard_map: this device's coordinate along `name`.
-int64_t host_axis_index(const std::string& name, std::source_location loc = std::source_location::current());
+// Host code inside pl::shard_map: this device's coordinate along `name` (joint: row-major linear index).
+int64_t host_axis_index(const AxisNames& name, std::source_location loc = std::source_location::current());
 
 class RemoteCopyDescriptor {
  public:
@@ -87,6 +114,20 @@ RemoteCopyDescriptor make_async_remote_copy(const Ref& src, const Ref& dst, cons
 
 // Adds `inc` to the semaphore of the target device that corresponds to `sem` here.
 void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device, DeviceIdType type = DeviceIdType::MESH,
+                      std::source_location loc = std::source_location::current());
+
+// A core to signal (Pallas' core_index=k): core k of the pl::CoreMesh the kernel runs on in an mpmd_map.
+struct CoreIndex {
+  CoreIndex(const Operand& k, std::source_location loc = std::source_location::current()) : index(k), loc(loc) {}
+  Operand index;
+  SourceLoc loc;
+};
+
+// pl::semaphore_signal(sem, inc, pl::CoreIndex(k)): adds `inc` to core k's semaphore that corresponds
+// to `sem` here (its own run_scoped or barrier semaphore; shared scratch semaphores are one for all
+// cores). Only the cores of a pl::CoreMesh are addressable: a pallas_call's cores are threads the
+// compiled backend picks by machine, so a kernel naming one would not mean the same everywhere.
+void semaphore_signal(const Ref& sem, const Operand& inc, const CoreIndex& core,
                       std::source_location loc = std::source_location::current());
 
 // The kernel's barrier semaphore (a regular semaphore of the collective launch; it must be back at zero

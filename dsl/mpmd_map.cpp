@@ -141,6 +141,11 @@ ir::Function MpmdImpl::trace(size_t pair, std::span<const Array> args) const {
   ir::Function fn;
   {
     TraceContext ctx(fn, name_);
+    ctx.call = "mpmd_map";
+    ctx.core_mesh = spec_.pairs[pair].of_cores;
+    // A participant's barrier semaphore (pl::get_barrier_semaphore) is its own, as its VMEM scratch is:
+    // remote signals over the kernel's mesh reach the other participants' ones.
+    ctx.collective_id = spec_.options.compiler_params.collective_id;
     ir::Builder& b = ctx.builder();
     // Parameters: the inputs, the outputs, then the shared scratch; the participant's own scratch is
     // allocated in the kernel, as pallas_call's is.
@@ -193,7 +198,7 @@ std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, 
     prog.traced = trace(p, args);
     auto executable = [&](bool interpreted) {
       auto exe = std::make_shared<rt::Executable>();
-      exe->key = rt::LaunchKey{name_, std::nullopt, spec_.loc};
+      exe->key = rt::LaunchKey{name_, spec_.options.compiler_params.collective_id, spec_.loc};
       exe->operands = operands;
       exe->aliases.assign(spec_.options.input_output_aliases.begin(), spec_.options.input_output_aliases.end());
       build_executable(*exe, prog.traced, spec_.options, interpreted, fmt::format("{}, function {}", title(), p));

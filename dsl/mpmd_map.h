@@ -109,7 +109,9 @@ class MpmdCall : public detail::ArrayCall<MpmdCall<Result>, Result> {
 
 // options: name, interpret (InterpretParams: uninitialized_memory, dma_execution_mode, random_seed),
 // input_output_aliases, cost_estimate, debug. compiler_params.dimension_semantics must stay empty:
-// the grid is the mesh.
+// the grid is the mesh. compiler_params.collective_id gives every participant a barrier semaphore of
+// its own (pl::get_barrier_semaphore), which the others of its mesh signal with pl::semaphore_signal
+// and a pl::DeviceId, as in a pallas_call.
 inline MpmdCall<std::vector<Array>> mpmd_map(std::vector<MeshKernel> pairs, std::vector<ShapeDtype> out_shapes,
                                              std::vector<ScratchShape> scratch_shapes = {}, CallOptions options = {},
                                              std::source_location loc = std::source_location::current()) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -17,6 +18,20 @@
 #include "runtime/mesh.h"
 
 namespace tessera {
+
+Grid::Grid(std::initializer_list<GridAxis> axes, std::source_location loc) {
+  for (const GridAxis& a : axes) {
+    if (a.name.empty())
+      throw UserError("a named grid dim needs a non-empty name", fmt::format("pl::axis(\"\", {})", a.size),
+                      "name every dim, e.g. pl::axis(\"i\", 4), or give the grid plain sizes", loc);
+    if (std::find(names_.begin(), names_.end(), a.name) != names_.end())
+      throw UserError(fmt::format("grid axis `{}` is named twice", a.name),
+                      fmt::format("a grid with dims {} and another `{}`", fmt::join(names_, ", "), a.name),
+                      "give every grid dim its own name", loc);
+    names_.push_back(a.name);
+    dims_.push_back(a.size);
+  }
+}
 
 IndexArg::operator Value() const {
   if (const Value* v = std::get_if<Value>(&arg_)) return *v;
@@ -164,6 +179,7 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
   {
     TraceContext ctx(fn, name_);
     ctx.collective_id = spec_.options.compiler_params.collective_id;
+    ctx.grid_names = spec_.grid_names;
     ir::Builder& b = ctx.builder();
     PipelineContext pc{title(), spec_.loc, spec_.grid, {}, 1};
     // How each input and output reaches the body; unwindowed ones keep their memory space (ANY/HBM).

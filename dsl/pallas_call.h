@@ -64,6 +64,7 @@ struct CallSpec {
   KernelFn kernel;
   int num_scalar_prefetch = 0;
   std::vector<int64_t> grid;
+  std::vector<std::string> grid_names;  // empty, or one per grid dim (pl::axis)
   std::vector<BlockSpec> in_specs, out_specs;
   std::vector<ScratchShape> scratch_shapes;
   std::vector<ShapeDtype> out_shapes;
@@ -148,10 +149,10 @@ class PallasCall : public detail::ArrayCall<PallasCall<Result>, Result> {
 
 namespace detail {
 template <class K>
-CallSpec call_spec(K&& kernel, int num_prefetch, std::vector<int64_t> grid, std::vector<BlockSpec> in_specs,
+CallSpec call_spec(K&& kernel, int num_prefetch, const Grid& grid, std::vector<BlockSpec> in_specs,
                    std::vector<BlockSpec> out_specs, std::vector<ScratchShape> scratch, std::vector<ShapeDtype> outs,
                    CallOptions options, SourceLoc loc) {
-  return CallSpec{wrap_kernel(std::forward<K>(kernel)), num_prefetch, std::move(grid), std::move(in_specs),
+  return CallSpec{wrap_kernel(std::forward<K>(kernel)), num_prefetch, grid.dims(), grid.names(), std::move(in_specs),
                   std::move(out_specs), std::move(scratch), std::move(outs), std::move(options), loc};
 }
 }  // namespace detail

@@ -8,6 +8,7 @@
 //   pl::VMEM({bm, bn}, pl::f32), pl::SMEM(...)    scratch shapes
 //   pl::SemaphoreType::DMA, ::REGULAR, DMA({n})   semaphores as scratch
 //   pl::GridSpec{.grid, .in_specs, .out_specs, .scratch_shapes}
+//   .grid = {pl::axis("i", 2), pl::axis("j", 4)}   named grid dims (pl::axis_index("i") in the kernel)
 //   pl::PrefetchScalarGridSpec{.num_scalar_prefetch, .grid, ...}
 //   pl::CompilerParams{.dimension_semantics = {pl::parallel, pl::arbitrary}, .vmem_limit_bytes}
 //   pl::InterpretParams{...}, pl::CostEstimate{...}, pl::CallOptions{...}, pl::ShapeDtype(shape, dtype)
@@ -203,8 +204,36 @@ class BlockSpec {
 
 // ---- grid specs ----
 
+// A named grid dim (Pallas grid=(("foo", 2), ("bar", 4))): pl::axis("foo", 2). The kernel reads its
+// program id with pl::axis_index("foo") and its size with pl::axis_size("foo") / pl::num_programs("foo").
+struct GridAxis {
+  std::string name;
+  int64_t size;
+};
+inline GridAxis axis(std::string name, int64_t size) { return GridAxis{std::move(name), size}; }
+
+// A grid: its dims' sizes, `.grid = {m / bm, n / bn}`, or named dims, `.grid = {pl::axis("i", 2),
+// pl::axis("j", 4)}` (then every dim has a unique, non-empty name; a UserError at that line otherwise).
+class Grid {
+ public:
+  Grid() = default;
+  Grid(std::initializer_list<int64_t> dims) : dims_(dims) {}
+  Grid(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+  Grid(std::initializer_list<GridAxis> axes, std::source_location loc = std::source_location::current());
+
+  const std::vector<int64_t>& dims() const { return dims_; }
+  // Empty for an unnamed grid, else one per dim.
+  const std::vector<std::string>& names() const { return names_; }
+  operator const std::vector<int64_t>&() const { return dims_; }
+  size_t size() const { return dims_.size(); }
+
+ private:
+  std::vector<int64_t> dims_;
+  std::vector<std::string> names_;
+};
+
 struct GridSpec {
-  std::vector<int64_t> grid;
+  Grid grid;
   std::vector<BlockSpec> in_specs;    // empty: every input is one whole-array block
   std::vector<BlockSpec> out_specs;   // empty: every output is one whole-array block
   std::vector<ScratchShape> scratch_shapes;
@@ -214,7 +243,7 @@ struct GridSpec {
 // to every index map and (first) to the kernel.
 struct PrefetchScalarGridSpec {
   int num_scalar_prefetch = 0;
-  std::vector<int64_t> grid;
+  Grid grid;
   std::vector<BlockSpec> in_specs;
   std::vector<BlockSpec> out_specs;
   std::vector<ScratchShape> scratch_shapes;

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -61,6 +62,13 @@ class TraceContext {
   std::set<ir::ValueId> read_only;
   // Numbers emit_pipeline's nested pipelines (the kernel's own grid is 0).
   int64_t pipelines = 0;
+  // The names of the kernel's own grid dims (pl::axis), empty when unnamed: pl::axis_index(name) reads
+  // their program ids.
+  std::vector<std::string> grid_names;
+  // What traces the kernel ("pallas_call", "mpmd_map"), for messages that tell the user what to change.
+  std::string call = "pallas_call";
+  // Whether the kernel runs on the cores of a pl::CoreMesh (an mpmd_map pair): pl::CoreIndex names them.
+  bool core_mesh = false;
   // The call's collective_id, and the barrier semaphore once a kernel asked for it.
   std::optional<int64_t> collective_id;
   ir::ValueId barrier_semaphore = ir::kNone;
