@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "dsl/pipeline_trace.h"
 #include "runtime/debug_print_format.h"
 
 namespace tessera {
@@ -23,7 +24,7 @@ detail::TraceContext& grid_context(int axis, const char* api, SourceLoc loc) {
   const auto& grid = ctx.grids.back();
   if (axis < 0 || axis >= static_cast<int>(grid.size()))
     throw UserError(fmt::format("{}: axis {} is out of range for the grid", api, axis),
-                    fmt::format("a grid of {} dims ({})", grid.size(), shape_tuple_str(grid)),
+                    fmt::format("a grid of {} dims ({})", grid.size(), detail::grid_tuple_str(grid)),
                     grid.empty() ? std::string("this grid has no axes: the kernel runs once")
                                  : fmt::format("use an axis in [0, {})", grid.size()),
                     loc);

@@ -11,6 +11,11 @@
 // next block is fetched while the body works on the current one; pl::Buffered(n) in a BlockSpec asks
 // for n (outputs: at most 2). It shares pallas_call's pipeline implementation.
 //
+// A grid dim may be a traced integer scalar (pl::GridDim), e.g. the number of blocks of a group read
+// from a scalar-prefetch ref: the pipeline then runs that many steps when the kernel runs (0 runs no
+// step; a negative one is a RuntimeError), and num_programs in the body gives it. A static dim of 0
+// is rejected as in Pallas.
+//
 // Front-end layer (dsl/).
 #pragma once
 
@@ -19,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "dsl/grid_dim.h"
 #include "dsl/signature.h"
 #include "dsl/specs.h"
 
@@ -26,7 +32,7 @@ namespace tessera {
 
 // What emit_pipeline is given (its Python keyword arguments).
 struct PipelineSpec {
-  std::vector<int64_t> grid;
+  std::vector<GridDim> grid;  // numbers and traced integer scalars
   std::vector<BlockSpec> in_specs;
   std::vector<BlockSpec> out_specs;
   // One per grid dim; recorded for tools (the inner grid runs in order on its core).

@@ -7,14 +7,21 @@ namespace tessera::detail {
 
 using ir::OpKind;
 
+std::string grid_tuple_str(const std::vector<int64_t>& grid) {
+  std::vector<std::string> dims;
+  for (int64_t g : grid) dims.push_back(g == ir::kDynamicDim ? std::string("?") : fmt::format("{}", g));
+  return fmt::format("({}{})", fmt::join(dims, ", "), dims.size() == 1 ? "," : "");
+}
+
 void PipelineContext::fail(std::string problem, std::string given, std::string fix, SourceLoc at) const {
   throw UserError(fmt::format("{}: {}", what, problem), std::move(given), std::move(fix), at);
 }
 
 int64_t PipelineContext::check_grid() const {
-  const std::string given = fmt::format("grid {}", shape_tuple_str(grid));
+  const std::string given = fmt::format("grid {}", grid_tuple_str(grid));
   int64_t steps = 1;
   for (size_t d = 0; d < grid.size(); ++d) {
+    if (grid[d] == ir::kDynamicDim) continue;
     if (grid[d] < 0)
       fail("grid dims must be >= 0", fmt::format("{} has {} in dim {}", given, grid[d], d), "use non-negative grid sizes", loc);
     if (grid[d] > INT32_MAX)
@@ -23,7 +30,7 @@ int64_t PipelineContext::check_grid() const {
            "use larger blocks, or split the dim over two grid dims", loc);
   }
   for (int64_t g : grid)
-    if (__builtin_mul_overflow(steps, g, &steps))
+    if (g != ir::kDynamicDim && __builtin_mul_overflow(steps, g, &steps))
       // It used to wrap around to a step count of zero and run nothing.
       fail("the grid has more steps than a 64-bit count holds",
            fmt::format("{}: the product of its dims exceeds {} (2^63 - 1)", given, INT64_MAX),
@@ -168,6 +175,7 @@ void trace_pipeline(TraceContext& ctx, const PipelineContext& pc, ir::PipelineAt
   }
   regions.push_back(region);
   std::vector<ir::ValueId> operands{lo, hi};
+  operands.insert(operands.end(), pc.sizes.begin(), pc.sizes.end());
   operands.insert(operands.end(), arrays.begin(), arrays.end());
   ctx.emit(OpKind::Pipeline, operands, {}, std::move(attr), pc.loc, regions);
 }

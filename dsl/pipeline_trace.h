@@ -13,17 +13,22 @@
 
 namespace tessera::detail {
 
+// A grid as Python prints its tuple, `?` for a dynamic dim: "(4, ?)", "(8,)".
+std::string grid_tuple_str(const std::vector<int64_t>& grid);
+
 // What a pipeline is traced for.
 struct PipelineContext {
   std::string what;                          // "pallas_call `matmul`", "pl::emit_pipeline": prefixes errors
   SourceLoc loc;                             // the call, blamed when a spec has no location of its own
-  std::vector<int64_t> grid;
+  std::vector<int64_t> grid;                 // ir::kDynamicDim for a dim given at run time
   std::vector<Ref> prefetch;                 // scalar-prefetch refs every index map receives after the grid indices
   int64_t default_buffers = 1;               // block buffers when a spec sets no pipeline mode
+  std::vector<ir::ValueId> sizes;            // the dynamic dims' sizes (index scalars), in order
 
   [[noreturn]] void fail(std::string problem, std::string given, std::string fix, SourceLoc at) const;
-  // The grid's dims are >= 0 and fit program_id (an i32), and its step count fits int64_t; returns
-  // the step count. Errors point at `loc`.
+  // The grid's static dims are >= 0 and fit program_id (an i32), and their step count fits int64_t;
+  // returns that step count (dynamic dims are checked when the kernel runs, by check_grid). Errors
+  // point at `loc`.
   int64_t check_grid() const;
 };
 

@@ -7,6 +7,7 @@
 
 #include "jit/ir/operands.h"
 #include "runtime/block_ops.h"
+#include "runtime/grid_check.h"
 #include "runtime/launch.h"
 
 namespace tessera::rt {
@@ -63,6 +64,14 @@ extern "C" int32_t tessera_rt_grid_point(CoreContext* core, int32_t op, const in
       tessera::rt::enter_grid_step(*core);
     }
     return int32_t{core->launch.cancelled() || core->fault ? 1 : 0};
+  });
+}
+
+extern "C" int32_t tessera_rt_check_grid(CoreContext* core, int32_t op, const int64_t* sizes) {
+  return tessera::rt::guarded(core, op, int32_t{1}, [&] {
+    const tessera::ir::Op& o = core->fn->ops[op];
+    const auto error = tessera::rt::grid_sizes_error(std::span(sizes, o.operands.size()), std::get<std::string>(o.attr));
+    return error ? tessera::rt::fail(core, op, *error) : int32_t{0};
   });
 }
 

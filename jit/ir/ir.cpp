@@ -26,6 +26,12 @@ std::string_view dim_semantics_name(DimSemantics s) {
   return "?";
 }
 
+size_t PipelineAttr::dynamic_dims() const {
+  size_t n = 0;
+  for (int64_t g : grid) n += g == kDynamicDim;
+  return n;
+}
+
 bool communicates(const Function& fn) {
   for (const Op& op : fn.ops)
     if (op.kind == OpKind::RemoteDmaStart || op.kind == OpKind::RemoteSemaphoreSignal) return true;

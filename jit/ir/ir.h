@@ -113,11 +113,16 @@ struct PipelineOperand {
   int64_t buffers = 1;         // block buffers: 1 copies synchronously; n > 1 prefetches n - 1 blocks ahead
   bool operator==(const PipelineOperand&) const = default;
 };
+// A grid dim whose size is known only when the kernel runs: the pipeline op takes it as an operand
+// (docs/design.md §4.1). Printed `?`.
+inline constexpr int64_t kDynamicDim = INT64_MIN;
 struct PipelineAttr {
   int64_t id = 0;              // 0: the kernel's grid; a nested pipeline (emit_pipeline) has its own number > 0
-  std::vector<int64_t> grid;
+  std::vector<int64_t> grid;   // sizes >= 0, or kDynamicDim for a dim given by an operand
   std::vector<DimSemantics> semantics;
   std::vector<PipelineOperand> operands;  // inputs first, then outputs
+  // How many grid dims are kDynamicDim (the pipeline op's size operands).
+  size_t dynamic_dims() const;
   bool operator==(const PipelineAttr&) const = default;
 };
 

@@ -87,7 +87,8 @@ ForOperands for_operands(const Op& op) {
 
 PipelineOperands pipeline_operands(const Op& op) {
   expect(op, {OpKind::Pipeline}, 2);
-  return {op.operands[0], op.operands[1], from(op, 2, op.operands.size())};
+  const size_t sizes = 2 + std::get<PipelineAttr>(op.attr).dynamic_dims();
+  return {op.operands[0], op.operands[1], from(op, 2, sizes), from(op, sizes, op.operands.size())};
 }
 
 }  // namespace tessera::ir

@@ -85,9 +85,11 @@ struct ForOperands {
 };
 ForOperands for_operands(const Op& op);
 
-// pipeline(lo, hi, refs...): the step range and one ref per PipelineAttr operand.
+// pipeline(lo, hi, sizes..., refs...): the step range, the sizes of the grid's dynamic dims (in
+// order) and one ref per PipelineAttr operand.
 struct PipelineOperands {
   ValueId lo, hi;
+  OperandSpan sizes;
   OperandSpan refs;
 };
 PipelineOperands pipeline_operands(const Op& op);

@@ -585,13 +585,22 @@ class Parser {
         expect(",");
         self().operands.push_back(use());
         expect(")");
+        if (accept("sizes")) {
+          expect("(");
+          for (ValueId v : uses()) self().operands.push_back(v);
+          expect(")");
+        }
+        if (self().operands.size() != pa.dynamic_dims() + 2) {
+          pos_ = at;
+          fail(fmt::format("one size per dynamic grid dim ({})", pa.dynamic_dims()));
+        }
         expect("operands");
         expect("(");
         if (!accept(")")) {
           for (ValueId v : uses()) self().operands.push_back(v);
           expect(")");
         }
-        if (self().operands.size() != pa.operands.size() + 2) {
+        if (self().operands.size() != pa.operands.size() + pa.dynamic_dims() + 2) {
           pos_ = at;
           fail(fmt::format("one operand per pipeline operand attribute ({})", pa.operands.size()));
         }
@@ -731,7 +740,12 @@ class Parser {
     if (accept("#")) pa.id = integer();
     expect("grid");
     expect("=");
-    pa.grid = ints();
+    expect("[");  // sizes, `?` for a dynamic dim
+    if (!accept("]")) {
+      do pa.grid.push_back(accept("?") ? kDynamicDim : integer());
+      while (accept(","));
+      expect("]");
+    }
     expect("semantics");
     expect("=");
     expect("[");

@@ -48,7 +48,9 @@ std::string attr_str(const Attr& attr) {
       std::vector<std::string_view> sem;
       for (DimSemantics s : p.semantics) sem.push_back(dim_semantics_name(s));
       std::string s = p.id > 0 ? fmt::format("#{} ", p.id) : std::string();
-      s += fmt::format("grid={} semantics=[{}]", ints_str(p.grid), fmt::join(sem, ", "));
+      std::vector<std::string> grid;
+      for (int64_t g : p.grid) grid.push_back(g == kDynamicDim ? std::string("?") : fmt::format("{}", g));
+      s += fmt::format("grid=[{}] semantics=[{}]", fmt::join(grid, ", "), fmt::join(sem, ", "));
       for (const PipelineOperand& o : p.operands) {
         s += fmt::format(" {{\"{}\"", o.name);
         if (o.windowed) {
@@ -274,8 +276,11 @@ class Printer {
       }
       case OpKind::Pipeline: {
         const auto& pa = std::get<PipelineAttr>(o.attr);
-        out_ += fmt::format("pipeline {} steps({}, {}) operands({}) {{", attr_str(o.attr), use(o.operands[0]),
-                            use(o.operands[1]), uses(o.operands, 2));
+        const PipelineOperands operands = pipeline_operands(o);
+        // Only a grid with dynamic dims has sizes(...), so static pipelines print as they always did.
+        out_ += fmt::format("pipeline {} steps({}, {}){} operands({}) {{", attr_str(o.attr), use(operands.lo),
+                            use(operands.hi), operands.sizes.empty() ? "" : fmt::format(" sizes({})", uses(operands.sizes)),
+                            uses(operands.refs));
         end_line(o);
         size_t r = 0;
         for (const PipelineOperand& po : pa.operands) {

@@ -472,8 +472,13 @@ class Verifier {
         const auto* pa = std::get_if<PipelineAttr>(&o.attr);
         check(pa != nullptr, id, "pipeline needs its attribute");
         check(pa->semantics.size() == pa->grid.size(), id, "one semantics entry per grid dim");
-        check(o.operands.size() == 2 + pa->operands.size(), id, "pipeline takes lo, hi and one ref per operand");
+        for (int64_t g : pa->grid) check(g >= 0 || g == kDynamicDim, id, "grid dims are >= 0 or dynamic");
+        const size_t first = 2 + pa->dynamic_dims();  // lo, hi, then one size per dynamic dim
+        check(o.operands.size() == first + pa->operands.size(), id,
+              "pipeline takes lo, hi, one size per dynamic grid dim and one ref per operand");
         expect_index_scalars(id, 0, 2);
+        for (size_t i = 2; i < first; ++i)
+          check(t(o.operands[i]) == Type::scalar(DType::index), id, "dynamic grid sizes are index scalars");
         size_t windowed = 0;
         for (const PipelineOperand& po : pa->operands) windowed += po.windowed;
         check(o.regions.size() == windowed + 1, id, "one index map per windowed operand plus a body");
@@ -482,7 +487,7 @@ class Verifier {
         size_t r = 0;
         for (size_t k = 0; k < pa->operands.size(); ++k) {
           const PipelineOperand& po = pa->operands[k];
-          const Type& arr = t(o.operands[2 + k]);
+          const Type& arr = t(o.operands[first + k]);
           check(arr.is_ref(), id, "pipeline operands are refs");
           if (!po.windowed) {
             check(t(body.args[k]) == arr, id, "an unwindowed operand is passed as is");
@@ -547,6 +552,11 @@ class Verifier {
       case OpKind::TraceStop:
         check(o.operands.empty() && o.results.empty() && std::holds_alternative<std::string>(o.attr), id,
               "a trace scope op takes a name and nothing else");
+        return;
+      case OpKind::CheckGrid:
+        check(o.results.empty() && std::holds_alternative<std::string>(o.attr), id,
+              "check_grid takes grid sizes and what the pipeline is");
+        for (ValueId v : o.operands) check(t(v) == Type::scalar(DType::index), id, "grid sizes are index scalars");
         return;
       case OpKind::DebugPrint:
         check(o.results.empty() && std::holds_alternative<std::string>(o.attr), id, "debug_print takes a format");

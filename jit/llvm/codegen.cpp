@@ -83,6 +83,7 @@ void Emitter::count_uses() {
 void Emitter::declare_runtime() {
   // Each with the LLVM type of its C++ declaration (runtime/kernel_abi.def).
   rt_grid_point_ = declare_abi_function(m_, rt::abi::grid_point);
+  rt_check_grid_ = declare_abi_function(m_, rt::abi::check_grid);
   rt_failed_ = declare_abi_function(m_, rt::abi::failed);
   rt_alloc_ = declare_abi_function(m_, rt::abi::alloc);
   rt_release_ = declare_abi_function(m_, rt::abi::release);
@@ -360,6 +361,7 @@ void Emitter::emit_op(ir::OpId id) {
     case OpKind::AxisIndex: emit_axis_index(op); return;
     case OpKind::PipelineBegin: emit_pipeline_begin(id); return;
     case OpKind::GridPoint: emit_grid_point(id); return;
+    case OpKind::CheckGrid: emit_check_grid(id); return;
     case OpKind::TraceStart:
     case OpKind::TraceStop: emit_trace_scope(id); return;
     case OpKind::DebugPrint: emit_debug_print(id); return;
@@ -382,11 +384,25 @@ void Emitter::check(llvm::IRBuilderBase& b, llvm::Value* status, llvm::BasicBloc
   b.CreateCondBr(b.CreateICmpNE(status, b.getInt32(0)), abort_, ok);
 }
 
+// An op's scalar operands stored in a stack array of `ty`, for a runtime function to read.
+llvm::Value* Emitter::operand_array(const ir::Op& op, llvm::Type* ty) {
+  llvm::Value* a = entry_alloca(ty, std::max<int64_t>(1, static_cast<int64_t>(op.operands.size())));
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    b_.CreateStore(tensor(op.operands[i]).scalar, b_.CreateInBoundsGEP(ty, a, b_.getInt64(i)));
+  return a;
+}
+
+// The grid sizes go to the runtime, whose rule (runtime/grid_check.h) the interpreter applies too.
+void Emitter::emit_check_grid(ir::OpId id) {
+  const ir::Op& op = fn_.ops[id];
+  llvm::Value* sizes = operand_array(op, b_.getInt64Ty());
+  check(b_.CreateCall(rt_check_grid_, {core_, b_.getInt32(static_cast<int32_t>(id)), sizes}));
+  used(op);
+}
+
 void Emitter::emit_grid_point(ir::OpId id) {
   const ir::Op& op = fn_.ops[id];
-  llvm::Value* ids = entry_alloca(b_.getInt32Ty(), std::max<int64_t>(1, static_cast<int64_t>(op.operands.size())));
-  for (size_t i = 0; i < op.operands.size(); ++i)
-    b_.CreateStore(tensor(op.operands[i]).scalar, b_.CreateInBoundsGEP(b_.getInt32Ty(), ids, b_.getInt64(i)));
+  llvm::Value* ids = operand_array(op, b_.getInt32Ty());
   check(b_.CreateCall(rt_grid_point_, {core_, b_.getInt32(static_cast<int32_t>(id)), ids}));
   used(op);
 }

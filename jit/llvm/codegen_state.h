@@ -149,6 +149,8 @@ class Emitter {
   void check(llvm::Value* status);
   void check(llvm::IRBuilderBase& b, llvm::Value* status, llvm::BasicBlock* ok);
   void emit_grid_point(ir::OpId id);
+  void emit_check_grid(ir::OpId id);
+  llvm::Value* operand_array(const ir::Op& op, llvm::Type* ty);
   void emit_pipeline_begin(ir::OpId id);
   void emit_trace_scope(ir::OpId id);
   void emit_debug_print(ir::OpId id);
@@ -261,7 +263,7 @@ class Emitter {
   std::vector<bool> nonlocal_use_;  // used in a region other than its own
   std::vector<std::vector<ValueId>> pending_;  // per open region: tensors that read memory
   bool tracks_copies_ = false;  // the kernel has DMAs or semaphores: allocations are released at region ends
-  llvm::FunctionCallee rt_trace_scope_, rt_grid_point_, rt_failed_, rt_alloc_, rt_release_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_,
+  llvm::FunctionCallee rt_trace_scope_, rt_grid_point_, rt_check_grid_, rt_failed_, rt_alloc_, rt_release_, rt_temp_, rt_ipow_, rt_fetch_, rt_writeback_,
       rt_dma_start_, rt_dma_wait_, rt_sem_signal_, rt_sem_wait_, rt_sem_read_, rt_pipeline_begin_, rt_ready_,
       rt_remote_dma_, rt_remote_signal_, rt_axis_index_, rt_view_fault_, rt_lane_fault_, rt_block_view_fault_, rt_print_;
   // View ops checked lane by lane at their masked accesses (rt::lane_checked_views), and the stack

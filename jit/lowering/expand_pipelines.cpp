@@ -46,17 +46,31 @@ bool written_anywhere(const Function& fn, ValueId root) {
       if (!fn.type(v).is_ref() || view_root(fn, v) != root) continue;
       if (op.kind == OpKind::View || (op.kind == OpKind::Load && i == 0) || (op.kind == OpKind::DmaStart && i == 0))
         continue;
-      if (op.kind == OpKind::Pipeline && i >= 2 && !std::get<PipelineAttr>(op.attr).operands[i - 2].is_output) continue;
+      if (op.kind == OpKind::Pipeline) {
+        const size_t first = op.operands.size() - pipeline_operands(op).refs.size();
+        if (i >= first && !std::get<PipelineAttr>(op.attr).operands[i - first].is_output) continue;
+      }
       return true;
     }
   }
   return false;
 }
 
+// The size of one grid dim: known when tracing, or a value (index) known when the kernel runs.
+struct Extent {
+  int64_t size = 0;
+  ValueId value = kNone;  // set for a dynamic dim
+};
+// A pipeline's grid: the size of each dim and its stride in linear steps (the product of the sizes
+// after it), made once before the pipeline's loops.
+struct Grid {
+  std::vector<Extent> sizes, strides;
+};
+
 // The grid indices of the step being expanded, for program_id / num_programs in its body.
 struct GridContext {
   std::vector<ValueId> ids;   // i32, one per grid dim
-  std::vector<int64_t> grid;
+  Grid grid;
 };
 
 // How one pipeline operand reaches the body.
@@ -115,33 +129,64 @@ class Expander {
           throw InternalError("expand_pipelines", fmt::format("`{}` outside a pipeline ({})", mnemonic(op.kind), op.loc.str()));
         const GridContext& ctx = contexts_.back();
         const int64_t axis = std::get<int64_t>(op.attr);
-        if (axis >= static_cast<int64_t>(ctx.grid.size()))
+        if (axis >= static_cast<int64_t>(ctx.grid.sizes.size()))
           throw InternalError("expand_pipelines", fmt::format("grid axis {} out of range ({})", axis, op.loc.str()));
-        rw_.set(op.results[0], op.kind == OpKind::ProgramId
-                                   ? ctx.ids[axis]
+        const Extent& e = ctx.grid.sizes[axis];
+        rw_.set(op.results[0], op.kind == OpKind::ProgramId ? ctx.ids[axis]
+                               : e.value != kNone
+                                   ? b().create_value(OpKind::Cast, {e.value}, Type::scalar(DType::i32), {}, op.loc)
                                    : b().create_value(OpKind::Constant, {}, Type::scalar(DType::i32),
-                                                      Literal::of_int(ctx.grid[axis]), op.loc));
+                                                      Literal::of_int(e.size), op.loc));
         return true;
       }
       default: return false;
     }
   }
 
+  // An extent as an index value.
+  ValueId index_of(const Extent& e) { return e.value != kNone ? e.value : constant(e.size, DType::index); }
+  // The product of two extents: known when both are.
+  Extent times(const Extent& x, const Extent& y) {
+    if (x.value == kNone && y.value == kNone) return Extent{x.size * y.size};
+    if (x.value == kNone && x.size == 1) return y;
+    return Extent{0, binop(OpKind::Mul, index_of(x), index_of(y))};
+  }
+
   // i32 grid indices of linear step `t` (index type): id_a = (t / stride_a) % grid_a, row-major.
-  std::vector<ValueId> decompose(ValueId t, const std::vector<int64_t>& grid) {
-    std::vector<ValueId> ids(grid.size());
-    int64_t stride = 1;
-    for (int64_t a = static_cast<int64_t>(grid.size()) - 1; a >= 0; --a) {
-      ValueId q = stride == 1 ? t : binop(OpKind::Div, t, constant(stride, DType::index));
-      ValueId r = a == 0 ? q : binop(OpKind::Rem, q, constant(grid[a], DType::index));
+  std::vector<ValueId> decompose(ValueId t, const Grid& grid) {
+    std::vector<ValueId> ids(grid.sizes.size());
+    for (int64_t a = static_cast<int64_t>(ids.size()) - 1; a >= 0; --a) {
+      const Extent& stride = grid.strides[a];
+      ValueId q = stride.value == kNone && stride.size == 1 ? t : binop(OpKind::Div, t, index_of(stride));
+      ValueId r = a == 0 ? q : binop(OpKind::Rem, q, index_of(grid.sizes[a]));
       ids[a] = b().create_value(OpKind::Cast, {r}, Type::scalar(DType::i32), {}, loc_);
-      stride *= grid[a];
     }
     return ids;
   }
 
+  // The extents of a pipeline's grid; with dynamic dims, first the check that they may run (a
+  // negative size is an error, a zero one runs no step).
+  Grid grid_of(const Op& op, const PipelineAttr& pa) {
+    Grid grid;
+    const OperandSpan sizes = pipeline_operands(op).sizes;
+    size_t next = 0;
+    for (int64_t g : pa.grid) grid.sizes.push_back(g == kDynamicDim ? Extent{0, rw_.map(sizes[next++])} : Extent{g});
+    if (!sizes.empty()) {
+      std::vector<ValueId> all;
+      for (const Extent& e : grid.sizes) all.push_back(index_of(e));
+      b().create(OpKind::CheckGrid, all, {}, std::string(pa.id > 0 ? "pl::emit_pipeline" : "pallas_call"), loc_);
+    }
+    grid.strides.resize(grid.sizes.size());
+    Extent stride{1};
+    for (size_t a = grid.sizes.size(); a-- > 0;) {
+      grid.strides[a] = stride;
+      if (a > 0) stride = times(stride, grid.sizes[a]);
+    }
+    return grid;
+  }
+
   // The block indices of one operand at linear step `t`: its index map, inlined.
-  std::vector<ValueId> block_indices(const Plan& p, ValueId t, const std::vector<int64_t>& grid) {
+  std::vector<ValueId> block_indices(const Plan& p, ValueId t, const Grid& grid) {
     std::vector<ValueId> ids = decompose(t, grid);
     contexts_.push_back(GridContext{ids, grid});
     std::vector<ValueId> bi = rw_.inline_region(p.map, ids);
@@ -320,6 +365,7 @@ class Expander {
     const ValueId hi = rw_.map(pipeline_operands(op).hi);
     const size_t n = pa.operands.size();
     const int64_t depth = static_cast<int64_t>(contexts_.size());
+    const Grid grid = grid_of(op, pa);
     std::vector<Plan> plans = plan(op, pa);
     const RegionId body = op.regions.back();
     auto is_input = [&](size_t k, Plan::Kind kind) { return !pa.operands[k].is_output && plans[k].kind == kind; };
@@ -333,7 +379,7 @@ class Expander {
     auto issue = [&](size_t k, ValueId u, ValueId may, const std::vector<ValueId>& state) {
       const Plan& p = plans[k];
       const PipelineOperand& po = pa.operands[k];
-      std::vector<ValueId> bi = block_indices(p, u, pa.grid);
+      std::vector<ValueId> bi = block_indices(p, u, grid);
       std::vector<ValueId> last(state.begin(), state.end() - 1);
       const ValueId slot = state.back();
       const ValueId go = binop(OpKind::And, may, any_differs(bi, last, binop(OpKind::Eq, u, lo)));
@@ -403,7 +449,7 @@ class Expander {
       }
     }
     std::vector<ValueId> final_state = loop(lo, hi, inits, [&](ValueId t, std::vector<ValueId> carried) {
-      const std::vector<ValueId> ids = decompose(t, pa.grid);
+      const std::vector<ValueId> ids = decompose(t, grid);
       b().create(OpKind::GridPoint, ids, {}, depth, loc_);
       const ValueId first = binop(OpKind::Eq, t, lo);
       std::vector<ValueId> next;
@@ -422,7 +468,7 @@ class Expander {
         if (!po.windowed) continue;
         if (p.kind == Plan::Kind::InPlace) {
           std::vector<ValueId> operands{p.array};
-          for (ValueId s : starts(block_indices(p, t, pa.grid), po)) operands.push_back(s);
+          for (ValueId s : starts(block_indices(p, t, grid), po)) operands.push_back(s);
           const Type& at_t = b().type(p.array);
           in_place[k] = b().create_value(OpKind::BlockView, operands, Type::ref(at_t.dtype, po.block, po.space),
                                          copy_attr(pa, k), blame(po));
@@ -433,7 +479,7 @@ class Expander {
             at += 2;
           }
         } else if (p.kind == Plan::Kind::Single) {
-          std::vector<ValueId> bi = block_indices(p, t, pa.grid);
+          std::vector<ValueId> bi = block_indices(p, t, grid);
           std::vector<ValueId> prev = take(rank);
           when(any_differs(bi, prev, first), [&] {
             std::vector<ValueId> operands{p.array, p.buffer};
@@ -449,7 +495,7 @@ class Expander {
           const ValueId may = binop(OpKind::Lt, ahead, hi);
           const ValueId u = select(may, ahead, t);  // never a step outside the grid
           for (ValueId v : issue(k, u, may, fetch_state)) next.push_back(v);
-          std::vector<ValueId> bi = block_indices(p, t, pa.grid);
+          std::vector<ValueId> bi = block_indices(p, t, grid);
           const ValueId changed = any_differs(bi, prev, first);
           const ValueId cur = select(first, constant(0, DType::i32), select(changed, next_slot(slot, p.count), slot));
           when(changed, [&] {
@@ -462,7 +508,7 @@ class Expander {
         }
       }
 
-      contexts_.push_back(GridContext{ids, pa.grid});
+      contexts_.push_back(GridContext{ids, grid});
       rw_.inline_region(body, body_args);
       contexts_.pop_back();
 
@@ -481,8 +527,8 @@ class Expander {
             if (is_input(k, Plan::Kind::Ring)) at += 2 * po.block.size() + 2;
             continue;
           }
-          std::vector<ValueId> bo = block_indices(p, t, pa.grid);
-          std::vector<ValueId> bn = block_indices(p, clamped, pa.grid);
+          std::vector<ValueId> bo = block_indices(p, t, grid);
+          std::vector<ValueId> bn = block_indices(p, clamped, grid);
           const ValueId changes = any_differs(bo, bn, last);
           if (p.kind == Plan::Kind::Single || p.kind == Plan::Kind::InPlace) {
             // An in-place block is "written back" from itself: nothing moves, the revisit check runs.

@@ -12,6 +12,7 @@
 #include "jit/ir/printer.h"
 #include "runtime/array_ops.h"
 #include "runtime/block_ops.h"
+#include "runtime/grid_check.h"
 #include "runtime/interpreter/layout_ops.h"
 #include "runtime/race_detector.h"
 
@@ -649,6 +650,12 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
       std::vector<int64_t> starts;
       for (ir::ValueId s : operands.starts) starts.push_back(as_int(val(s)));
       set(block_view(ref(val(operands.ref)), result_type().shape, starts, std::get<ir::BlockCopyAttr>(op.attr).name));
+      return;
+    }
+    case OpKind::CheckGrid: {
+      std::vector<int64_t> sizes;
+      for (size_t i = 0; i < op.operands.size(); ++i) sizes.push_back(as_int(in(i)));
+      if (auto error = grid_sizes_error(sizes, std::get<std::string>(op.attr))) throw Fault(*error);
       return;
     }
     case OpKind::TraceStart:

@@ -138,6 +138,8 @@ inline ir::Function kernel_with_every_op() {
                                  std::string("copies"), {});
   ValueId dsem = b.create_value(OpKind::View, {dsems, z}, Type::ref(DType::dma_sem, {}, MemorySpace::SEMAPHORE),
                                 ViewAttr{{ViewDim{true, 1, 1}}}, {});
+  ValueId steps = b.create_value(OpKind::Constant, {}, s(DType::index), Literal::of_int(4), {});
+  b.create(OpKind::CheckGrid, {steps, steps}, {}, std::string("pl::emit_pipeline"), {});
   b.create(OpKind::PipelineBegin, {}, {}, int64_t{1}, {});
   b.create(OpKind::GridPoint, {z, z}, {}, int64_t{1}, {});
   b.create(OpKind::FetchBlock, {x, buf, z, z, dsem}, {}, BlockCopyAttr{"input 0", 0, false, 1}, {});

@@ -1,0 +1,20 @@
+// The rule of the check_grid op (jit/ir/ops.def): which grid sizes, known only when a kernel runs, a
+// pipeline may run with. The interpreter and compiled code (through the kernel ABI) both call it, so
+// both fail with the same message.
+//
+// Runtime layer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace tessera::rt {
+
+// Why the pipeline `what` cannot run a grid of `sizes` (one per grid dim), or nothing when it can:
+// every size is >= 0 (0 runs no step) and fits program_id (an i32), and the step count fits an i64.
+std::optional<std::string> grid_sizes_error(std::span<const int64_t> sizes, std::string_view what);
+
+}  // namespace tessera::rt
