@@ -47,7 +47,11 @@ namespace detail {
 
 std::string describe(const Value& v) {
   const Type t = v.type();
-  if (t.is_scalar()) return fmt::format("an {} scalar", dtype_name(t.dtype));
+  if (t.is_scalar()) {
+    // "an i32", "an f32", but "a u8", "a bf16": the article of the name as it is read out.
+    const std::string_view name = dtype_name(t.dtype);
+    return fmt::format("{} {} scalar", name[0] == 'u' || name[0] == 'b' ? "a" : "an", name);
+  }
   return fmt::format("a {} block of {}", shape_tuple_str(t.shape), dtype_name(t.dtype));
 }
 
@@ -595,6 +599,12 @@ Value dot_general_at(const Value& va, const Value& vb, const DotDimensionNumbers
                     fix, loc);
   };
   if (is_bool(va.dtype()) || is_bool(vb.dtype())) fail("operands must be numeric", "cast bool operands first");
+  // The matmul kernels (jit/llvm/gemm.*) and the interpreter's accumulators cover i8, i32, i64 and
+  // the floats; i16 and the unsigned types are not implemented there yet.
+  for (DType d : {va.dtype(), vb.dtype(), preferred_element_type.value_or(DType::f32)})
+    if (d == DType::i16 || is_unsigned(d))
+      fail(fmt::format("{} operands and results are not supported", dtype_name(d)),
+           "cast to i32 (or f32) first, e.g. pl::dot(a.astype(pl::i32), b.astype(pl::i32))");
   const auto& [lc, rc] = dims.contracting;
   const auto& [lb, rb] = dims.batch;
   if (lc.size() != rc.size() || lb.size() != rb.size())

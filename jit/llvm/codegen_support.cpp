@@ -9,8 +9,12 @@ namespace tessera::jit {
 llvm::Type* compute_type(llvm::IRBuilderBase& b, DType t) {
   switch (t) {
     case DType::i1: return b.getInt1Ty();
-    case DType::i8: return b.getInt8Ty();
-    case DType::i32: return b.getInt32Ty();
+    case DType::i8:
+    case DType::u8: return b.getInt8Ty();
+    case DType::i16:
+    case DType::u16: return b.getInt16Ty();
+    case DType::i32:
+    case DType::u32: return b.getInt32Ty();
     case DType::i64:
     case DType::index:
     case DType::sem:
@@ -35,8 +39,12 @@ Stored stored(DType t) {
     case DType::bf16: return Stored::Bf16Bits;  // the top half of an f32's bits
     case DType::f16: return Stored::Half;       // IEEE binary16
     case DType::i8:
+    case DType::i16:
     case DType::i32:
     case DType::i64:
+    case DType::u8:
+    case DType::u16:
+    case DType::u32:
     case DType::index:
     case DType::sem:
     case DType::dma_sem:
