@@ -7,6 +7,7 @@
 #include <set>
 
 #include "dsl/ref.h"
+#include "jit/ir/bitcast.h"
 
 namespace tessera {
 
@@ -372,14 +373,13 @@ Value select(const Operand& cond, const Operand& a, const Operand& b) { return w
 Value bitcast(const Operand& x, DType dtype) {
   const Value v = x.materialize();
   if (v.dtype() == dtype) return v;
-  const bool pair = (is_float(v.dtype()) != is_float(dtype)) && !is_bool(v.dtype()) && !is_bool(dtype) &&
-                    dtype_size(v.dtype()) == dtype_size(dtype) && dtype_size(dtype) >= 4 && dtype != DType::index &&
-                    v.dtype() != DType::index;
-  if (!pair)
-    throw UserError(fmt::format("pl::bitcast cannot read {} as {}", dtype_name(v.dtype()), dtype_name(dtype)), describe(v),
-                    "bitcast between f32 and i32 or between f64 and i64 (same width); convert values with .astype", x.loc());
+  // ir::bitcast_shape states the rule (and the verifier checks it again).
+  const ir::BitcastShape r = ir::bitcast_shape(v.dtype(), dtype, v.shape());
+  if (!r.ok())
+    throw UserError(fmt::format("pl::bitcast cannot read {} as {}: {}", dtype_name(v.dtype()), dtype_name(dtype), r.error),
+                    describe(v), r.fix + "; convert values with .astype", x.loc());
   auto& ctx = detail::TraceContext::current("pl::bitcast", x.loc());
-  return emit(ctx, OpKind::Bitcast, {v}, Type::tensor(dtype, v.shape()), {}, x.loc());
+  return emit(ctx, OpKind::Bitcast, {v}, Type::tensor(dtype, r.shape), {}, x.loc());
 }
 
 Value multiple_of(const Operand& x, int64_t n) {

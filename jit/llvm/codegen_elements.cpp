@@ -439,11 +439,50 @@ void Emitter::emit_slice(const ir::Op& op) {
   }
 }
 
-// bitcast: f32 <-> i32 and f64 <-> i64, whose compute types are their storage types.
+// bitcast: the bits each element has in memory, read as the result dtype (ir::bitcast_shape). To a
+// narrower dtype, result element (..., j) is part j of source element (...): its bits shifted down
+// by j parts (little-endian, the lowest-addressed part first, as the interpreter's copy of the bytes
+// reads them); to a wider one, result element (...) joins source elements (..., 0..ratio-1) the
+// same way.
 void Emitter::emit_bitcast(const ir::Op& op) {
-  llvm::Type* to = compute_type(b_, fn_.type(op.results[0]).dtype);
+  const DType from = fn_.type(op.operands[0]).dtype, to = fn_.type(op.results[0]).dtype;
+  const int64_t fs = dtype_size(from), ts = dtype_size(to);
   ValueId a = op.operands[0];
-  elementwise(op, [this, to, a](const Index& i) { return b_.CreateBitCast(elem(a, i), to); });
+  if (fs == ts) {
+    elementwise(op, [this, from, to, a](const Index& i) { return from_storage_bits(b_, to, storage_bits(b_, from, elem(a, i))); });
+    return;
+  }
+  const Type t = fn_.type(op.results[0]);
+  used(op);
+  if (fs > ts) {
+    set_lazy(op.results[0], t, {a}, [this, from, to, ts, a](const Index& i) {
+      const Index src(i.begin(), i.end() - 1);
+      llvm::Value* bits = storage_bits(b_, from, elem(a, src));
+      llvm::Value* shift = b_.CreateMul(b_.CreateZExtOrTrunc(i.back(), bits->getType()),
+                                        llvm::ConstantInt::get(bits->getType(), static_cast<uint64_t>(8 * ts)));
+      llvm::Value* part = b_.CreateTrunc(b_.CreateLShr(bits, shift), b_.getIntNTy(static_cast<unsigned>(8 * ts)));
+      return from_storage_bits(b_, to, part);
+    });
+    return;
+  }
+  const int64_t ratio = ts / fs;
+  auto gen = [this, from, to, ratio, fs, ts, a](const Index& i) {
+    llvm::Type* wide = b_.getIntNTy(static_cast<unsigned>(8 * ts));
+    llvm::Value* bits = llvm::ConstantInt::get(wide, 0);
+    for (int64_t j = 0; j < ratio; ++j) {
+      Index src = i;
+      src.push_back(b_.getInt64(j));
+      llvm::Value* part = b_.CreateZExt(storage_bits(b_, from, elem(a, src)), wide);
+      bits = b_.CreateOr(bits, b_.CreateShl(part, static_cast<uint64_t>(8 * fs * j)));
+    }
+    return from_storage_bits(b_, to, bits);
+  };
+  if (t.is_scalar()) {
+    prepare(a);
+    set_scalar(op.results[0], to, gen({}));
+  } else {
+    set_lazy(op.results[0], t, {a}, std::move(gen));
+  }
 }
 
 // multiple_of: the value itself; the promise is checked by the interpreter only.

@@ -70,8 +70,19 @@ llvm::Value* element_address(llvm::IRBuilderBase& b, DType t, llvm::Value* base,
   return b.CreateInBoundsGEP(storage_type(b, t), base, index);
 }
 
-llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr) {
-  llvm::Value* v = b.CreateLoad(storage_type(b, t), ptr);
+namespace {
+
+// A compute value as its storage type, and back (the conversions a store and a load make).
+llvm::Value* to_storage(llvm::IRBuilderBase& b, DType t, llvm::Value* value) {
+  switch (stored(t)) {
+    case Stored::Byte: return b.CreateZExt(value, b.getInt8Ty());
+    case Stored::Bf16Bits: return b.CreateTrunc(b.CreateLShr(b.CreateBitCast(value, b.getInt32Ty()), 16), b.getInt16Ty());
+    case Stored::Half: return b.CreateFPTrunc(value, b.getHalfTy());
+    case Stored::AsComputed: return value;
+  }
+  return value;
+}
+llvm::Value* from_storage(llvm::IRBuilderBase& b, DType t, llvm::Value* v) {
   switch (stored(t)) {
     case Stored::Byte: return b.CreateICmpNE(v, b.getInt8(0));
     case Stored::Bf16Bits: return b.CreateBitCast(b.CreateShl(b.CreateZExt(v, b.getInt32Ty()), 16), b.getFloatTy());
@@ -81,16 +92,22 @@ llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr) {
   return v;
 }
 
+}  // namespace
+
+llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr) {
+  return from_storage(b, t, b.CreateLoad(storage_type(b, t), ptr));
+}
+
 void store_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr, llvm::Value* value) {
-  switch (stored(t)) {
-    case Stored::Byte: value = b.CreateZExt(value, b.getInt8Ty()); break;
-    case Stored::Bf16Bits:
-      value = b.CreateTrunc(b.CreateLShr(b.CreateBitCast(value, b.getInt32Ty()), 16), b.getInt16Ty());
-      break;
-    case Stored::Half: value = b.CreateFPTrunc(value, b.getHalfTy()); break;
-    case Stored::AsComputed: break;
-  }
-  b.CreateStore(value, ptr);
+  b.CreateStore(to_storage(b, t, value), ptr);
+}
+
+llvm::Value* storage_bits(llvm::IRBuilderBase& b, DType t, llvm::Value* value) {
+  return b.CreateBitCast(to_storage(b, t, value), b.getIntNTy(static_cast<unsigned>(8 * dtype_size(t))));
+}
+
+llvm::Value* from_storage_bits(llvm::IRBuilderBase& b, DType t, llvm::Value* bits) {
+  return from_storage(b, t, b.CreateBitCast(bits, storage_type(b, t)));
 }
 
 llvm::Value* round_to(llvm::IRBuilderBase& b, DType t, llvm::Value* value) {

@@ -28,6 +28,10 @@ llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t);
 llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr);
 // Stores a compute-type value (already rounded to `t`) at `ptr`.
 void store_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr, llvm::Value* value);
+// A compute value as the bits memory holds for it (an integer of 8 * dtype_size(t) bits), and an
+// element back from those bits, as a store and a load convert: for bitcasts.
+llvm::Value* storage_bits(llvm::IRBuilderBase& b, DType t, llvm::Value* value);
+llvm::Value* from_storage_bits(llvm::IRBuilderBase& b, DType t, llvm::Value* bits);
 // Rounds an f32 compute value to bf16 / f16 precision (identity for other dtypes), by
 // runtime/element_rules.h's rules.
 llvm::Value* round_to(llvm::IRBuilderBase& b, DType t, llvm::Value* value);
