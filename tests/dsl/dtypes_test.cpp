@@ -18,12 +18,7 @@
 using namespace tessera;
 namespace pl = tessera;
 
-namespace {
-
-// Host element i of a 1-d or flattened array, as T.
-template <class T> T el(const pl::Array& a, int64_t i) { return a.reshape({a.size()}).data_as<T>()[i]; }
-
-}  // namespace
+using testing::el;
 
 TEST_SUITE("dsl") {
   TEST_CASE("dtypes: host arrays of the new integer types keep their element types") {

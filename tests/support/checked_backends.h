@@ -1,6 +1,6 @@
-// The backends a dtype test runs in: compiled with the interpreter's check
-// (CallOptions::check_against_interpreter, so every output is also compared with the interpreter's),
-// then interpreted.
+// What the dtype tests share: the backends they run in, compiled with the interpreter's check
+// (CallOptions::check_against_interpreter, so every output is also compared with the
+// interpreter's) and then interpreted, and element access by flat index.
 #pragma once
 
 #include <vector>
@@ -14,5 +14,8 @@ inline std::vector<pl::CallOptions> checked_backends() {
   compiled.check_against_interpreter = true;
   return {compiled, interpret()};
 }
+
+// Host element i of an array in row-major order, as T (its storage type).
+template <class T> T el(const pl::Array& a, int64_t i) { return a.reshape({a.size()}).data_as<T>()[i]; }
 
 }  // namespace tessera::testing
