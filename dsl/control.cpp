@@ -158,6 +158,10 @@ std::vector<Value> for_impl(const Operand& lo, const Operand& hi, int64_t step, 
   if (!is_int(vlo.dtype()) || !vlo.is_scalar())
     throw UserError(fmt::format("{}: bounds must be integer scalars", api),
                     fmt::format("{} and {}", describe(vlo), describe(vhi)), "use integers (cast with .astype(pl::i32))", loc);
+  // A loop counts in signed arithmetic (its index may step past the bound).
+  if (is_unsigned(vlo.dtype()))
+    throw UserError(fmt::format("{}: bounds must be signed integers", api),
+                    fmt::format("{} and {}", describe(vlo), describe(vhi)), "cast the bounds with .astype(pl::i32)", loc);
   auto& ctx = TraceContext::current(api, loc);
   Value vstep = constant(ctx, ir::Literal::of_int(step), vlo.type(), loc);
   std::vector<Type> arg_types{vlo.type()};

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "dsl/ref.h"
+#include "jit/ir/bitcast.h"
 
 namespace tessera {
 
@@ -47,7 +48,11 @@ namespace detail {
 
 std::string describe(const Value& v) {
   const Type t = v.type();
-  if (t.is_scalar()) return fmt::format("an {} scalar", dtype_name(t.dtype));
+  if (t.is_scalar()) {
+    // "an i32", "an f32", but "a u8", "a bf16": the article of the name as it is read out.
+    const std::string_view name = dtype_name(t.dtype);
+    return fmt::format("{} {} scalar", name[0] == 'u' || name[0] == 'b' ? "a" : "an", name);
+  }
   return fmt::format("a {} block of {}", shape_tuple_str(t.shape), dtype_name(t.dtype));
 }
 
@@ -368,14 +373,13 @@ Value select(const Operand& cond, const Operand& a, const Operand& b) { return w
 Value bitcast(const Operand& x, DType dtype) {
   const Value v = x.materialize();
   if (v.dtype() == dtype) return v;
-  const bool pair = (is_float(v.dtype()) != is_float(dtype)) && !is_bool(v.dtype()) && !is_bool(dtype) &&
-                    dtype_size(v.dtype()) == dtype_size(dtype) && dtype_size(dtype) >= 4 && dtype != DType::index &&
-                    v.dtype() != DType::index;
-  if (!pair)
-    throw UserError(fmt::format("pl::bitcast cannot read {} as {}", dtype_name(v.dtype()), dtype_name(dtype)), describe(v),
-                    "bitcast between f32 and i32 or between f64 and i64 (same width); convert values with .astype", x.loc());
+  // ir::bitcast_shape states the rule (and the verifier checks it again).
+  const ir::BitcastShape r = ir::bitcast_shape(v.dtype(), dtype, v.shape());
+  if (!r.ok())
+    throw UserError(fmt::format("pl::bitcast cannot read {} as {}: {}", dtype_name(v.dtype()), dtype_name(dtype), r.error),
+                    describe(v), r.fix + "; convert values with .astype", x.loc());
   auto& ctx = detail::TraceContext::current("pl::bitcast", x.loc());
-  return emit(ctx, OpKind::Bitcast, {v}, Type::tensor(dtype, v.shape()), {}, x.loc());
+  return emit(ctx, OpKind::Bitcast, {v}, Type::tensor(dtype, r.shape), {}, x.loc());
 }
 
 Value multiple_of(const Operand& x, int64_t n) {
@@ -595,6 +599,12 @@ Value dot_general_at(const Value& va, const Value& vb, const DotDimensionNumbers
                     fix, loc);
   };
   if (is_bool(va.dtype()) || is_bool(vb.dtype())) fail("operands must be numeric", "cast bool operands first");
+  // The matmul kernels (jit/llvm/gemm.*) and the interpreter's accumulators cover i8, i32, i64 and
+  // the floats; i16 and the unsigned types are not implemented there yet.
+  for (DType d : {va.dtype(), vb.dtype(), preferred_element_type.value_or(DType::f32)})
+    if (d == DType::i16 || is_unsigned(d))
+      fail(fmt::format("{} operands and results are not supported", dtype_name(d)),
+           "cast to i32 (or f32) first, e.g. pl::dot(a.astype(pl::i32), b.astype(pl::i32))");
   const auto& [lc, rc] = dims.contracting;
   const auto& [lb, rb] = dims.batch;
   if (lc.size() != rc.size() || lb.size() != rb.size())

@@ -186,8 +186,10 @@ Value logical_not(const Operand& x);
 Value where(const Operand& cond, const Operand& a, const Operand& b);
 Value select(const Operand& cond, const Operand& a, const Operand& b);
 Value astype(const Operand& x, DType dtype);
-// lax.bitcast_convert_type: x's bits read as `dtype`, which must have the same width: f32 <-> i32 and
-// f64 <-> i64 (other pairs, and different widths, are a UserError).
+// lax.bitcast_convert_type: x's bits read as `dtype`, any int or float dtype (not bool). The same
+// width keeps the shape; a narrower dtype adds a trailing dim of the width ratio (f32 (8,) -> u8
+// (8, 4)); a wider one consumes a trailing dim of that size (u16 (8, 2) -> f32 (8,)); the parts are
+// in memory order, lowest address first (jit/ir/bitcast.h).
 Value bitcast(const Operand& x, DType dtype);
 // pl.multiple_of: x (an integer scalar, e.g. a traced index) promised to be a multiple of n. The
 // interpreter checks the promise at run time and fails naming the value; compiled code uses x as is.

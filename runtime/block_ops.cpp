@@ -56,6 +56,7 @@ Array map2(const Array& a, const Array& b, DType out, F f) {
 int64_t int_pow_wrapped(int64_t base, int64_t exp, int bits) {
   switch (bits) {
     case 8: return rules::int_pow<int8_t>(static_cast<int8_t>(base), static_cast<int8_t>(exp));
+    case 16: return rules::int_pow<int16_t>(static_cast<int16_t>(base), static_cast<int16_t>(exp));
     case 32: return rules::int_pow<int32_t>(static_cast<int32_t>(base), static_cast<int32_t>(exp));
     default: return rules::int_pow<int64_t>(base, exp);
   }

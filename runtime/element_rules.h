@@ -35,25 +35,40 @@ namespace tessera::rules {
 
 // ---- integers: two's complement, never undefined behaviour ----------------------------------------
 
+// Every integer rule holds for the signed (i8, i16, i32, i64) and the unsigned (u8, u16, u32) types
+// alike: T's signedness decides comparisons, division and the sign tests below, as it does in C++.
+
+// The unsigned type integer arithmetic wraps in: T's own, but at least unsigned int, because C++
+// promotes narrower operands to (signed) int, where 65535 * 65535 would overflow.
+template <std::integral T>
+using wrap_t = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
 // add / sub / mul / neg wrap around (as XLA does); computed in the unsigned type to avoid UB.
 template <std::integral T> constexpr T wrap_add(T a, T b) {
-  return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
+  return static_cast<T>(static_cast<wrap_t<T>>(a) + static_cast<wrap_t<T>>(b));
 }
 template <std::integral T> constexpr T wrap_sub(T a, T b) {
-  return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) - static_cast<std::make_unsigned_t<T>>(b));
+  return static_cast<T>(static_cast<wrap_t<T>>(a) - static_cast<wrap_t<T>>(b));
 }
 template <std::integral T> constexpr T wrap_mul(T a, T b) {
-  return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) * static_cast<std::make_unsigned_t<T>>(b));
+  return static_cast<T>(static_cast<wrap_t<T>>(a) * static_cast<wrap_t<T>>(b));
 }
-// neg(MIN) = MIN and abs(MIN) = MIN: they wrap like add.
+// Whether a is below zero: never for an unsigned type.
+template <std::integral T> constexpr bool is_negative(T a) {
+  if constexpr (std::is_signed_v<T>) return a < 0;
+  else return false;
+}
+// neg(MIN) = MIN and abs(MIN) = MIN: they wrap like add. An unsigned neg wraps too (neg(1) = MAX),
+// and an unsigned abs is the value itself.
 template <std::integral T> constexpr T int_neg(T a) { return wrap_sub(T(0), a); }
-template <std::integral T> constexpr T int_abs(T a) { return a < 0 ? int_neg(a) : a; }
+template <std::integral T> constexpr T int_abs(T a) { return is_negative(a) ? int_neg(a) : a; }
 
-// What an integer division by zero gives: -1 (all bits set), as XLA defines it; the remainder is then
-// the dividend, so that a == (a / b) * b + a % b still holds.
+// What an integer division by zero gives: -1 (all bits set, so the largest value of an unsigned type),
+// as XLA defines it; the remainder is then the dividend, so that a == (a / b) * b + a % b still holds.
 inline constexpr int64_t kIntDivByZero = -1;
 
-// div: truncates toward zero (C++, lax.div). x / 0 = -1; MIN / -1 = MIN (the quotient wraps).
+// div: truncates toward zero (C++, lax.div). x / 0 = -1 (MAX unsigned); MIN / -1 = MIN (the quotient
+// wraps; unsigned types have no such case).
 template <std::integral T> constexpr T int_div(T a, T b) {
   if (b == 0) return static_cast<T>(kIntDivByZero);
   if (std::is_signed_v<T> && a == std::numeric_limits<T>::min() && b == T(-1)) return a;
@@ -67,7 +82,10 @@ template <std::integral T> constexpr T int_rem(T a, T b) {
 }
 // Whether a truncated remainder r of a / b needs the floored correction: r != 0 and its sign differs
 // from b's. Never true for b == 0 (r is then a, and the quotient stays kIntDivByZero).
-template <std::integral T> constexpr bool int_floor_fix(T r, T b) { return b != 0 && r != 0 && ((r < 0) != (b < 0)); }
+// Never true for unsigned types, whose floor_div and mod are div and rem.
+template <std::integral T> constexpr bool int_floor_fix(T r, T b) {
+  return b != 0 && r != 0 && (is_negative(r) != is_negative(b));
+}
 // floor_div: Python's // (jnp.floor_divide), rounding toward -inf. x // 0 = -1 like div;
 // MIN // -1 = MIN. (numpy gives 0 for x // 0 with a warning; jnp gives -1 or -2 depending on the
 // signs; tessera keeps div's rule so that the identity below holds.)
@@ -82,9 +100,9 @@ template <std::integral T> constexpr T int_mod(T a, T b) {
   return int_floor_fix(r, b) ? wrap_add(r, b) : r;
 }
 // pow: repeated squaring in wrap-around arithmetic; a negative exponent gives 0 unless |a| = 1
-// (1 ** -n = 1, (-1) ** -n = +-1), as XLA does.
+// (1 ** -n = 1, (-1) ** -n = +-1), as XLA does. Unsigned exponents are never negative.
 template <std::integral T> constexpr T int_pow(T base, T exp) {
-  if (exp < 0) return base == 1 ? T(1) : base == T(-1) ? ((exp & 1) ? T(-1) : T(1)) : T(0);
+  if (is_negative(exp)) return base == 1 ? T(1) : base == T(-1) ? ((exp & 1) ? T(-1) : T(1)) : T(0);
   T result = 1;
   while (exp > 0) {
     if (exp & 1) result = wrap_mul(result, base);
@@ -93,6 +111,7 @@ template <std::integral T> constexpr T int_pow(T base, T exp) {
   }
   return result;
 }
+// max / min compare as T does: unsigned values as unsigned (max(u8 255, u8 1) = 255).
 template <std::integral T> constexpr T int_max(T a, T b) { return a < b ? b : a; }
 template <std::integral T> constexpr T int_min(T a, T b) { return b < a ? b : a; }
 
@@ -166,8 +185,9 @@ template <std::floating_point C> inline C float_floor_div(C a, C b) {
 
 // ---- casts -----------------------------------------------------------------------------------------
 
-// float -> integer: truncates toward zero and saturates; NaN -> 0 (LLVM's fptosi.sat; jnp on CPU
-// gives the same for in-range values, and unspecified results outside).
+// float -> integer: truncates toward zero and saturates; NaN -> 0 (LLVM's fptosi.sat, fptoui.sat for
+// the unsigned types, where every negative value gives 0; jnp on CPU gives the same for in-range
+// values, and unspecified results outside).
 template <std::integral T, std::floating_point C> inline T float_to_int(C v) {
   if constexpr (std::is_same_v<T, bool>) {
     return v != 0;
@@ -178,10 +198,12 @@ template <std::integral T, std::floating_point C> inline T float_to_int(C v) {
     return static_cast<T>(v);
   }
 }
-// x -> bool is x != 0 (NaN -> true); integer -> integer wraps (keeps the low bits, sign-extends).
+// x -> bool is x != 0 (NaN -> true); integer -> integer wraps (keeps the low bits; a wider result
+// sign-extends a signed source and zero-extends an unsigned one: i8 -1 -> u32 0xffffffff, u8 255 ->
+// i32 255, i32 256 -> u8 0, as a C++ cast does).
 // float -> float rounds to nearest-even once (f64 -> bf16/f16 through f32_round_to_odd below);
-// integers reach f32/f64 with one rounding, and bf16/f16 through f64: exactly once for i8/i32,
-// while i64 beyond 2^53 has rounded once into f64 already.
+// integers (unsigned ones by their unsigned value) reach f32/f64 with one rounding, and bf16/f16
+// through f64: exactly once up to 32 bits, while i64 beyond 2^53 has rounded once into f64 already.
 
 // ---- bf16 and f16: round to nearest-even, NaN stays NaN ---------------------------------------------
 

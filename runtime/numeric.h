@@ -38,6 +38,10 @@ using float16 = StorageFloat16<rules::f16_from_f32, rules::f32_from_f16>;
 template <DType D> struct storage_of;
 template <> struct storage_of<DType::i1> { using type = bool; };
 template <> struct storage_of<DType::i8> { using type = int8_t; };
+template <> struct storage_of<DType::i16> { using type = int16_t; };
+template <> struct storage_of<DType::u8> { using type = uint8_t; };
+template <> struct storage_of<DType::u16> { using type = uint16_t; };
+template <> struct storage_of<DType::u32> { using type = uint32_t; };
 template <> struct storage_of<DType::i32> { using type = int32_t; };
 template <> struct storage_of<DType::i64> { using type = int64_t; };
 template <> struct storage_of<DType::index> { using type = int64_t; };
@@ -59,6 +63,10 @@ decltype(auto) dispatch_dtype(DType d, F&& f) {
   switch (d) {
     case DType::i1: return f.template operator()<bool>();
     case DType::i8: return f.template operator()<int8_t>();
+    case DType::i16: return f.template operator()<int16_t>();
+    case DType::u8: return f.template operator()<uint8_t>();
+    case DType::u16: return f.template operator()<uint16_t>();
+    case DType::u32: return f.template operator()<uint32_t>();
     case DType::i32: return f.template operator()<int32_t>();
     case DType::i64:
     case DType::index:

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "jit/ir/bitcast.h"
 #include "jit/ir/printer.h"
 
 namespace tessera::ir {
@@ -211,12 +212,13 @@ class Verifier {
       case OpKind::Bitcast: {
         expect_counts(id, 1, 1);
         const Type& a = t(o.operands[0]);
-        const bool pair = (a.dtype == DType::f32 && result(0).dtype == DType::i32) ||
-                          (a.dtype == DType::i32 && result(0).dtype == DType::f32) ||
-                          (a.dtype == DType::f64 && result(0).dtype == DType::i64) ||
-                          (a.dtype == DType::i64 && result(0).dtype == DType::f64);
-        check(a.is_tensor() && result(0).is_tensor() && result(0).shape == a.shape && pair, id,
-              "bitcast is between f32 and i32 or f64 and i64, keeping the shape");
+        const BitcastShape r = bitcast_shape(a.dtype, result(0).dtype, a.shape);
+        check(a.is_tensor() && result(0).is_tensor(), id, "bitcast takes and gives tensors");
+        check(r.ok(), id, fmt::format("bitcast {} -> {}: {}", type_str(a), type_str(result(0)), r.error));
+        if (r.ok())
+          check(r.shape == result(0).shape, id,
+                fmt::format("bitcast {} -> {}: the result shape must be {}", type_str(a), type_str(result(0)),
+                            shape_tuple_str(r.shape)));
         return;
       }
       case OpKind::MultipleOf: {

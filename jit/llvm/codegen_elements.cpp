@@ -98,7 +98,8 @@ llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) 
         default: return b_.CreateFCmpOGE(x, y);
       }
     }
-    const bool u = is_bool(t);
+    // Bools and the unsigned types compare as unsigned (rules::int_max and C++'s comparisons on T).
+    const bool u = is_bool(t) || is_unsigned(t);
     switch (k) {
       case OpKind::Eq: return b_.CreateICmpEQ(x, y);
       case OpKind::Ne: return b_.CreateICmpNE(x, y);
@@ -141,6 +142,7 @@ llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) 
     return round_to(b_, t, r);
   }
   llvm::Type* ty = x->getType();
+  const bool uns = is_unsigned(t);
   switch (k) {
     // rules::wrap_add / wrap_sub / wrap_mul: LLVM's integer arithmetic wraps (no nsw flags).
     case OpKind::Add: return b_.CreateAdd(x, y);
@@ -149,8 +151,14 @@ llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) 
     case OpKind::Div:
     case OpKind::Rem: {
       // rules::int_div / int_rem: x / 0 = kIntDivByZero, x % 0 = x, MIN / -1 = MIN, MIN % -1 = 0,
-      // with no division that traps.
+      // with no division that traps. Unsigned: udiv / urem, which only a zero divisor can trap.
       llvm::Value* zero = b_.CreateICmpEQ(y, llvm::ConstantInt::get(ty, 0));
+      if (uns) {
+        llvm::Value* safe = b_.CreateSelect(zero, llvm::ConstantInt::get(ty, 1), y);
+        if (k == OpKind::Div)
+          return b_.CreateSelect(zero, llvm::ConstantInt::get(ty, rules::kIntDivByZero, true), b_.CreateUDiv(x, safe));
+        return b_.CreateSelect(zero, x, b_.CreateURem(x, safe));
+      }
       llvm::Value* min = llvm::ConstantInt::get(ty, llvm::APInt::getSignedMinValue(ty->getIntegerBitWidth()));
       llvm::Value* overflow = b_.CreateAnd(b_.CreateICmpEQ(x, min), b_.CreateICmpEQ(y, llvm::ConstantInt::get(ty, -1, true)));
       llvm::Value* safe = b_.CreateSelect(b_.CreateOr(zero, overflow), llvm::ConstantInt::get(ty, 1), y);
@@ -162,13 +170,18 @@ llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) 
       return b_.CreateSelect(zero, x, b_.CreateSelect(overflow, llvm::ConstantInt::get(ty, 0), rem));
     }
     case OpKind::Pow: {
-      // rules::int_pow, by calling the runtime's own implementation.
-      llvm::Value* r64 = b_.CreateCall(rt_ipow_, {b_.CreateSExt(x, b_.getInt64Ty()), b_.CreateSExt(y, b_.getInt64Ty()),
-                                                 b_.getInt32(ty->getIntegerBitWidth())});
+      // rules::int_pow, by calling the runtime's own implementation. Unsigned operands go in
+      // zero-extended, as i64: their exponent is never negative, so the i64 rule squares and
+      // multiplies exactly as the uN one does, and its low N bits are the uN result.
+      llvm::Type* i64 = b_.getInt64Ty();
+      llvm::Value* r64 = uns ? b_.CreateCall(rt_ipow_, {b_.CreateZExt(x, i64), b_.CreateZExt(y, i64), b_.getInt32(64)})
+                             : b_.CreateCall(rt_ipow_, {b_.CreateSExt(x, i64), b_.CreateSExt(y, i64),
+                                                        b_.getInt32(ty->getIntegerBitWidth())});
       return b_.CreateTrunc(r64, ty);
     }
-    case OpKind::Max: return b_.CreateSelect(b_.CreateICmpSLT(x, y), y, x);  // rules::int_max
-    case OpKind::Min: return b_.CreateSelect(b_.CreateICmpSLT(y, x), y, x);  // rules::int_min
+    // rules::int_max / int_min, comparing as T does.
+    case OpKind::Max: return b_.CreateSelect(uns ? b_.CreateICmpULT(x, y) : b_.CreateICmpSLT(x, y), y, x);
+    case OpKind::Min: return b_.CreateSelect(uns ? b_.CreateICmpULT(y, x) : b_.CreateICmpSLT(y, x), y, x);
     case OpKind::And: return b_.CreateAnd(x, y);
     case OpKind::Or: return b_.CreateOr(x, y);
     case OpKind::Xor: return b_.CreateXor(x, y);
@@ -182,7 +195,9 @@ llvm::Value* Emitter::unary(OpKind k, DType t, llvm::Value* x) {
     llvm::Value* zero = llvm::ConstantInt::get(x->getType(), 0);
     switch (k) {
       case OpKind::Neg: return b_.CreateSub(zero, x);  // rules::int_neg
-      case OpKind::Abs: return b_.CreateSelect(b_.CreateICmpSLT(x, zero), b_.CreateSub(zero, x), x);  // rules::int_abs
+      case OpKind::Abs:  // rules::int_abs: an unsigned value is its own absolute value
+        if (is_unsigned(t)) return x;
+        return b_.CreateSelect(b_.CreateICmpSLT(x, zero), b_.CreateSub(zero, x), x);
       case OpKind::Not: return b_.CreateNot(x);
       default: throw InternalError("codegen", fmt::format("`{}` on integers", ir::mnemonic(k)));
     }
@@ -243,21 +258,25 @@ llvm::Value* Emitter::convert(DType from, DType to, llvm::Value* x) {
       else if (x->getType() != dst) y = to == DType::f64 ? b_.CreateFPExt(x, dst) : b_.CreateFPTrunc(x, dst);
       return round_to(b_, to, y);
     }
-    // rules::float_to_int: truncate, saturate, NaN -> 0.
-    llvm::Function* sat = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::fptosi_sat, {dst, x->getType()});
+    // rules::float_to_int: truncate, saturate (to [0, MAX] for unsigned types), NaN -> 0.
+    const llvm::Intrinsic::ID id = is_unsigned(to) ? llvm::Intrinsic::fptoui_sat : llvm::Intrinsic::fptosi_sat;
+    llvm::Function* sat = llvm::Intrinsic::getDeclaration(&m_, id, {dst, x->getType()});
     return b_.CreateCall(sat, {x});
   }
+  // Bools and the unsigned types convert by their unsigned value (zero-extend, uitofp).
+  const bool from_unsigned = is_bool(from) || is_unsigned(from);
   if (is_float(to)) {
+    auto to_fp = [&](llvm::Type* ft) { return from_unsigned ? b_.CreateUIToFP(x, ft) : b_.CreateSIToFP(x, ft); };
     if (to_16 && !is_bool(from)) {
-      // As the runtime converts: integers reach bf16/f16 through f64 (exact for i8/i32) and one
+      // As the runtime converts: integers reach bf16/f16 through f64 (exact up to 32 bits) and one
       // rounding (rules::f32_round_to_odd).
-      return round_to(b_, to, f32_round_to_odd(b_.CreateSIToFP(x, b_.getDoubleTy())));
+      return round_to(b_, to, f32_round_to_odd(to_fp(b_.getDoubleTy())));
     }
-    llvm::Value* y = is_bool(from) ? b_.CreateUIToFP(x, dst) : b_.CreateSIToFP(x, dst);
-    return round_to(b_, to, y);
+    return round_to(b_, to, to_fp(dst));
   }
-  // Integer -> integer wraps (keeps the low bits, sign-extends); bool is 0 or 1.
-  return is_bool(from) ? b_.CreateZExt(x, dst) : b_.CreateSExtOrTrunc(x, dst);
+  // Integer -> integer wraps (keeps the low bits; sign-extends a signed source, zero-extends an
+  // unsigned one); bool is 0 or 1.
+  return from_unsigned ? b_.CreateZExtOrTrunc(x, dst) : b_.CreateSExtOrTrunc(x, dst);
 }
 
 llvm::Value* Emitter::constant(const ir::Literal& lit, DType t) {
@@ -420,11 +439,50 @@ void Emitter::emit_slice(const ir::Op& op) {
   }
 }
 
-// bitcast: f32 <-> i32 and f64 <-> i64, whose compute types are their storage types.
+// bitcast: the bits each element has in memory, read as the result dtype (ir::bitcast_shape). To a
+// narrower dtype, result element (..., j) is part j of source element (...): its bits shifted down
+// by j parts (little-endian, the lowest-addressed part first, as the interpreter's copy of the bytes
+// reads them); to a wider one, result element (...) joins source elements (..., 0..ratio-1) the
+// same way.
 void Emitter::emit_bitcast(const ir::Op& op) {
-  llvm::Type* to = compute_type(b_, fn_.type(op.results[0]).dtype);
+  const DType from = fn_.type(op.operands[0]).dtype, to = fn_.type(op.results[0]).dtype;
+  const int64_t fs = dtype_size(from), ts = dtype_size(to);
   ValueId a = op.operands[0];
-  elementwise(op, [this, to, a](const Index& i) { return b_.CreateBitCast(elem(a, i), to); });
+  if (fs == ts) {
+    elementwise(op, [this, from, to, a](const Index& i) { return from_storage_bits(b_, to, storage_bits(b_, from, elem(a, i))); });
+    return;
+  }
+  const Type t = fn_.type(op.results[0]);
+  used(op);
+  if (fs > ts) {
+    set_lazy(op.results[0], t, {a}, [this, from, to, ts, a](const Index& i) {
+      const Index src(i.begin(), i.end() - 1);
+      llvm::Value* bits = storage_bits(b_, from, elem(a, src));
+      llvm::Value* shift = b_.CreateMul(b_.CreateZExtOrTrunc(i.back(), bits->getType()),
+                                        llvm::ConstantInt::get(bits->getType(), static_cast<uint64_t>(8 * ts)));
+      llvm::Value* part = b_.CreateTrunc(b_.CreateLShr(bits, shift), b_.getIntNTy(static_cast<unsigned>(8 * ts)));
+      return from_storage_bits(b_, to, part);
+    });
+    return;
+  }
+  const int64_t ratio = ts / fs;
+  auto gen = [this, from, to, ratio, fs, ts, a](const Index& i) {
+    llvm::Type* wide = b_.getIntNTy(static_cast<unsigned>(8 * ts));
+    llvm::Value* bits = llvm::ConstantInt::get(wide, 0);
+    for (int64_t j = 0; j < ratio; ++j) {
+      Index src = i;
+      src.push_back(b_.getInt64(j));
+      llvm::Value* part = b_.CreateZExt(storage_bits(b_, from, elem(a, src)), wide);
+      bits = b_.CreateOr(bits, b_.CreateShl(part, static_cast<uint64_t>(8 * fs * j)));
+    }
+    return from_storage_bits(b_, to, bits);
+  };
+  if (t.is_scalar()) {
+    prepare(a);
+    set_scalar(op.results[0], to, gen({}));
+  } else {
+    set_lazy(op.results[0], t, {a}, std::move(gen));
+  }
 }
 
 // multiple_of: the value itself; the promise is checked by the interpreter only.
@@ -494,8 +552,14 @@ void Emitter::reduce(const ir::Op& op) {
   if (op.kind == OpKind::ReduceSum) init = llvm::Constant::getNullValue(ct);
   else if (fp) init = llvm::ConstantFP::getInfinity(ct, op.kind == OpKind::ReduceMax);  // folds with rules::float_max / min
   else if (is_bool(dtype)) init = b_.getInt1(op.kind == OpKind::ReduceMin);
-  else init = op.kind == OpKind::ReduceMax ? llvm::ConstantInt::get(ct, llvm::APInt::getSignedMinValue(ct->getIntegerBitWidth()))
-                                           : llvm::ConstantInt::get(ct, llvm::APInt::getSignedMaxValue(ct->getIntegerBitWidth()));
+  else {
+    // The identity of max / min: T's lowest and largest value (0 and all ones when unsigned).
+    const unsigned w = ct->getIntegerBitWidth();
+    const bool uns = is_unsigned(dtype);
+    init = op.kind == OpKind::ReduceMax
+               ? llvm::ConstantInt::get(ct, uns ? llvm::APInt::getMinValue(w) : llvm::APInt::getSignedMinValue(w))
+               : llvm::ConstantInt::get(ct, uns ? llvm::APInt::getMaxValue(w) : llvm::APInt::getSignedMaxValue(w));
+  }
   llvm::Value* out = temp(std::max<int64_t>(1, t.num_elements()) * dtype_size(dtype));
   const OpKind kind = op.kind == OpKind::ReduceSum ? OpKind::Add : op.kind == OpKind::ReduceMax ? OpKind::Max : OpKind::Min;
   // One step of the fold, acc (op) x. Floats accumulate in f32 (f64 for f64) without rounding to

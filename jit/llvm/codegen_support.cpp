@@ -9,8 +9,12 @@ namespace tessera::jit {
 llvm::Type* compute_type(llvm::IRBuilderBase& b, DType t) {
   switch (t) {
     case DType::i1: return b.getInt1Ty();
-    case DType::i8: return b.getInt8Ty();
-    case DType::i32: return b.getInt32Ty();
+    case DType::i8:
+    case DType::u8: return b.getInt8Ty();
+    case DType::i16:
+    case DType::u16: return b.getInt16Ty();
+    case DType::i32:
+    case DType::u32: return b.getInt32Ty();
     case DType::i64:
     case DType::index:
     case DType::sem:
@@ -35,8 +39,12 @@ Stored stored(DType t) {
     case DType::bf16: return Stored::Bf16Bits;  // the top half of an f32's bits
     case DType::f16: return Stored::Half;       // IEEE binary16
     case DType::i8:
+    case DType::i16:
     case DType::i32:
     case DType::i64:
+    case DType::u8:
+    case DType::u16:
+    case DType::u32:
     case DType::index:
     case DType::sem:
     case DType::dma_sem:
@@ -62,8 +70,19 @@ llvm::Value* element_address(llvm::IRBuilderBase& b, DType t, llvm::Value* base,
   return b.CreateInBoundsGEP(storage_type(b, t), base, index);
 }
 
-llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr) {
-  llvm::Value* v = b.CreateLoad(storage_type(b, t), ptr);
+namespace {
+
+// A compute value as its storage type, and back (the conversions a store and a load make).
+llvm::Value* to_storage(llvm::IRBuilderBase& b, DType t, llvm::Value* value) {
+  switch (stored(t)) {
+    case Stored::Byte: return b.CreateZExt(value, b.getInt8Ty());
+    case Stored::Bf16Bits: return b.CreateTrunc(b.CreateLShr(b.CreateBitCast(value, b.getInt32Ty()), 16), b.getInt16Ty());
+    case Stored::Half: return b.CreateFPTrunc(value, b.getHalfTy());
+    case Stored::AsComputed: return value;
+  }
+  return value;
+}
+llvm::Value* from_storage(llvm::IRBuilderBase& b, DType t, llvm::Value* v) {
   switch (stored(t)) {
     case Stored::Byte: return b.CreateICmpNE(v, b.getInt8(0));
     case Stored::Bf16Bits: return b.CreateBitCast(b.CreateShl(b.CreateZExt(v, b.getInt32Ty()), 16), b.getFloatTy());
@@ -73,16 +92,22 @@ llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr) {
   return v;
 }
 
+}  // namespace
+
+llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr) {
+  return from_storage(b, t, b.CreateLoad(storage_type(b, t), ptr));
+}
+
 void store_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr, llvm::Value* value) {
-  switch (stored(t)) {
-    case Stored::Byte: value = b.CreateZExt(value, b.getInt8Ty()); break;
-    case Stored::Bf16Bits:
-      value = b.CreateTrunc(b.CreateLShr(b.CreateBitCast(value, b.getInt32Ty()), 16), b.getInt16Ty());
-      break;
-    case Stored::Half: value = b.CreateFPTrunc(value, b.getHalfTy()); break;
-    case Stored::AsComputed: break;
-  }
-  b.CreateStore(value, ptr);
+  b.CreateStore(to_storage(b, t, value), ptr);
+}
+
+llvm::Value* storage_bits(llvm::IRBuilderBase& b, DType t, llvm::Value* value) {
+  return b.CreateBitCast(to_storage(b, t, value), b.getIntNTy(static_cast<unsigned>(8 * dtype_size(t))));
+}
+
+llvm::Value* from_storage_bits(llvm::IRBuilderBase& b, DType t, llvm::Value* bits) {
+  return from_storage(b, t, b.CreateBitCast(bits, storage_type(b, t)));
 }
 
 llvm::Value* round_to(llvm::IRBuilderBase& b, DType t, llvm::Value* value) {

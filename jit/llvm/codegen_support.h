@@ -19,7 +19,8 @@ class Value;
 
 namespace tessera::jit {
 
-// The LLVM type an element is computed in (i1, i8, i32, i64, float, double).
+// The LLVM type an element is computed in (i1, i8, i16, i32, i64, float, double). LLVM integers have
+// no sign: u8/u16/u32 are i8/i16/i32, and each op that depends on the sign picks its unsigned form.
 llvm::Type* compute_type(llvm::IRBuilderBase& b, DType t);
 // The LLVM type an element is stored as (bool as i8, bf16 as i16, f16 as half).
 llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t);
@@ -27,6 +28,10 @@ llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t);
 llvm::Value* load_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr);
 // Stores a compute-type value (already rounded to `t`) at `ptr`.
 void store_element(llvm::IRBuilderBase& b, DType t, llvm::Value* ptr, llvm::Value* value);
+// A compute value as the bits memory holds for it (an integer of 8 * dtype_size(t) bits), and an
+// element back from those bits, as a store and a load convert: for bitcasts.
+llvm::Value* storage_bits(llvm::IRBuilderBase& b, DType t, llvm::Value* value);
+llvm::Value* from_storage_bits(llvm::IRBuilderBase& b, DType t, llvm::Value* bits);
 // Rounds an f32 compute value to bf16 / f16 precision (identity for other dtypes), by
 // runtime/element_rules.h's rules.
 llvm::Value* round_to(llvm::IRBuilderBase& b, DType t, llvm::Value* value);

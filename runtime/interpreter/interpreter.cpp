@@ -379,7 +379,7 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
       set(transpose(tensor(in(0)), std::get<std::vector<int64_t>>(op.attr)));
       return;
     case OpKind::Bitcast:
-      set(bitcast(tensor(in(0)), result_type().dtype));
+      set(bitcast(tensor(in(0)), result_type().dtype, result_type().shape));
       return;
     case OpKind::MultipleOf: {
       const int64_t x = as_int(in(0)), n = std::get<int64_t>(op.attr);

@@ -38,8 +38,10 @@ Array slice_window(const Array& a, std::span<const int64_t> starts, const ir::Vi
   return out;
 }
 
-Array bitcast(const Array& a, DType dtype) {
-  Array out(dtype, a.shape());
+Array bitcast(const Array& a, DType dtype, const Shape& shape) {
+  // Row-major, the parts of a wider element are the trailing dim of the narrower view: the bytes
+  // stay where they are.
+  Array out(dtype, shape);
   std::memcpy(out.mutable_data(), a.data(), static_cast<size_t>(a.nbytes()));
   return out;
 }

@@ -16,7 +16,7 @@ namespace tessera::rt {
 // clamped so that the window fits (rules::clamp_slice_start); squeezed dims are dropped.
 Array slice_window(const Array& a, std::span<const int64_t> starts, const ir::ViewAttr& attr);
 
-// bitcast: a's bytes as `dtype` (of the same width), same shape.
-Array bitcast(const Array& a, DType dtype);
+// bitcast: a's bytes as `dtype` in `shape`, the result shape ir::bitcast_shape gives.
+Array bitcast(const Array& a, DType dtype, const Shape& shape);
 
 }  // namespace tessera::rt

@@ -49,8 +49,10 @@ const std::vector<OpInfo> kUnary = {
     {Op::Sin, "sin", false, true},     {Op::Cos, "cos", false, true},    {Op::Floor, "floor", false, true},
     {Op::Ceil, "ceil", false, true}};
 
-const std::vector<pl::DType> kNumericTypes = {pl::i8, pl::i32, pl::i64, pl::bf16, pl::f16, pl::f32, pl::f64};
-const std::vector<pl::DType> kAllTypes = {pl::bool_, pl::i8, pl::i32, pl::i64, pl::bf16, pl::f16, pl::f32, pl::f64};
+const std::vector<pl::DType> kNumericTypes = {pl::i8,  pl::i16, pl::i32, pl::i64, pl::u8,  pl::u16,
+                                             pl::u32, pl::bf16, pl::f16, pl::f32, pl::f64};
+const std::vector<pl::DType> kAllTypes = {pl::bool_, pl::i8,   pl::i16, pl::i32, pl::i64, pl::u8,
+                                          pl::u16,   pl::u32,  pl::bf16, pl::f16, pl::f32, pl::f64};
 
 bool is_comparison(Op op) { return op >= Op::Eq && op <= Op::Ge; }
 
@@ -202,7 +204,12 @@ pl::Array edges(pl::DType d) {
     return dispatch_dtype(d, [&]<class T>() {
       if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
         constexpr T lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
-        std::vector<T> v = {0, 1, -1, 2, -2, 3, -3, 7, -7, 100, -100, lo, T(lo + 1), hi, T(hi - 1)};
+        // Negative values wrap into an unsigned type (-1 is its largest value); 127 .. 65536 are
+        // the limits of the narrower types, and wrap in them.
+        std::vector<T> v;
+        for (int64_t k : {0, 1, -1, 2, -2, 3, -3, 7, -7, 100, -100, 127, 128, 255, 256, 32767, 32768, 65535, 65536})
+          v.push_back(static_cast<T>(k));
+        for (T k : {lo, T(lo + 1), hi, T(hi - 1)}) v.push_back(k);
         // Just above a bf16 tie that rounding to f32 first would hide (2^24 + 2^16 + 1).
         if constexpr (sizeof(T) >= 4) v.push_back(T(16842753));
         return pl::Array::from_vector<T>(v, {static_cast<int64_t>(v.size())});
@@ -463,13 +470,16 @@ TEST_SUITE("dsl") {
     // instruction combiner rewrite the op (x * 2 to x + x, x / -1 to -x, ...), which must not
     // change a result.
     // Arithmetic only (comparisons and bitwise ops have nothing to rewrite that could differ), and
-    // i64 shares i32's code paths: the kernels here are the slowest of the suite to compile.
+    // i64 shares i32's code paths, and i16 and u16 those of i8 and u8: the kernels here are the slowest of
+    // the suite to compile.
     for (const OpInfo& info : kBinary)
-      for (pl::DType d : {pl::i8, pl::i32, pl::bf16, pl::f16, pl::f32, pl::f64}) {
+      for (pl::DType d : {pl::i8, pl::i32, pl::u8, pl::u32, pl::bf16, pl::f16, pl::f32, pl::f64}) {
         if (pl::is_float(d) ? !info.floats : !info.ints) continue;
         if (is_comparison(info.op) || info.op == Op::And || info.op == Op::Or || info.op == Op::Xor) continue;
-        const std::vector<double> lits = pl::is_float(d) ? std::vector<double>{0.0, -0.0, 1, -1, 2, std::nan("")}
-                                                        : std::vector<double>{0, 1, -1, 2};
+        // Unsigned types take 200 where the others take -1: a negative fill has no unsigned value.
+        const std::vector<double> lits = pl::is_float(d)      ? std::vector<double>{0.0, -0.0, 1, -1, 2, std::nan("")}
+                                         : pl::is_unsigned(d) ? std::vector<double>{0, 1, 200, 2}
+                                                              : std::vector<double>{0, 1, -1, 2};
         const int64_t nl = static_cast<int64_t>(lits.size());
         pl::Array x = edges(d);
         const int64_t n = x.size();

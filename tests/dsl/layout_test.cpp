@@ -254,10 +254,10 @@ TEST_SUITE("dsl") {
     auto trace = [&](const std::function<pl::Value(pl::Value)>& f) {
       pl::pallas_call([&](pl::Ref xr, pl::Ref o) { o() = f(xr()); }, pl::GridSpec{}, pl::ShapeDtype({8}, pl::f32))(x);
     };
-    testing::check_user_error([&] { trace([](pl::Value v) { return pl::bitcast(v, pl::i8); }); },
-                              "pl::bitcast cannot read f32 as i8", "a (8,) block of f32",
-                              "bitcast between f32 and i32 or between f64 and i64 (same width); convert values with .astype",
-                              "layout_test.cpp");
+    // Reading bits as bools is no bitcast (tests/dsl/dtypes_test.cpp has those between widths).
+    testing::check_user_error([&] { trace([](pl::Value v) { return pl::bitcast(v, pl::bool_); }); },
+                              "pl::bitcast cannot read f32 as i1: i1 has no bits to read", "a (8,) block of f32",
+                              "compare instead, e.g. x != 0; convert values with .astype", "layout_test.cpp");
   }
 
   TEST_CASE("values: multiple_of passes a traced index through, and the interpreter checks the promise") {

@@ -123,6 +123,10 @@ TEST_SUITE("ir") {
         "  %7 = constant false : 2x3xi1\n"
         "  %8 = constant 7 : 4xi8\n"
         "  %9 = constant 12 : index\n"
+        "  %10 = constant -32768 : 2xi16\n"
+        "  %11 = constant 255 : u8\n"
+        "  %12 = constant 65535 : 3x4xu16\n"
+        "  %13 = constant 4294967295 : u32\n"
         "}\n";
     CHECK(print(parse(text)) == text);
   }

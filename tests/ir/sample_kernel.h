@@ -69,6 +69,11 @@ inline ir::Function kernel_with_every_op() {
     ValueId cat = b.create_value(OpKind::Concatenate, {rs, rs}, blk(DType::f32, {128}), int64_t{0}, {});
     (void)cat;
     ValueId bits = b.create_value(OpKind::Bitcast, {rs}, blk(DType::i32, {64}), {}, {});
+    // Bitcasts between widths: each f32 as its four bytes, and those bytes as two u16 halves.
+    ValueId bytes = b.create_value(OpKind::Bitcast, {rs}, blk(DType::u8, {64, 4}), {}, {});
+    ValueId pairs = b.create_value(OpKind::Reshape, {bytes}, blk(DType::u8, {64, 2, 2}), {}, {});
+    ValueId halves = b.create_value(OpKind::Bitcast, {pairs}, blk(DType::u16, {64, 2}), {}, {});
+    (void)halves;
     ValueId aligned = b.create_value(OpKind::MultipleOf, {pid}, s(DType::i32), int64_t{8}, {});
     (void)bits;
     (void)aligned;

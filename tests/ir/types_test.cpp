@@ -16,6 +16,14 @@ TEST_SUITE("ir") {
     CHECK(dtype_size(DType::i64) == 8);
     CHECK(dtype_size(DType::index) == 8);
     CHECK(dtype_size(DType::f64) == 8);
+    CHECK(dtype_size(DType::i16) == 2);
+    CHECK(dtype_size(DType::u8) == 1);
+    CHECK(dtype_size(DType::u16) == 2);
+    CHECK(dtype_size(DType::u32) == 4);
+    CHECK(dtype_name(DType::i16) == "i16");
+    CHECK(dtype_name(DType::u8) == "u8");
+    CHECK(dtype_name(DType::u16) == "u16");
+    CHECK(dtype_name(DType::u32) == "u32");
     for (DType t : kAllDTypes) CHECK(dtype_from_name(dtype_name(t)) == t);
     CHECK(dtype_from_name("bool") == DType::i1);
     CHECK_FALSE(dtype_from_name("f8").has_value());
@@ -31,6 +39,34 @@ TEST_SUITE("ir") {
     CHECK(promote(DType::f32, DType::f64) == DType::f64);
     CHECK(promote(DType::i64, DType::index) == DType::index);
     CHECK(promote(DType::bf16, DType::bf16) == DType::bf16);
+  }
+
+  TEST_CASE("dtype: unsigned and 16-bit integers promote as in JAX's lattice, in either order") {
+    struct Row {
+      DType a, b, want;
+    };
+    // JAX's promotion table (jax.numpy.promote_types) for the integer pairs that involve the new
+    // types; unsigned with signed gives the narrowest signed type holding both.
+    const Row rows[] = {
+        {DType::u8, DType::i8, DType::i16},    {DType::u8, DType::i16, DType::i16},   {DType::u8, DType::i32, DType::i32},
+        {DType::u8, DType::i64, DType::i64},   {DType::u16, DType::i8, DType::i32},   {DType::u16, DType::i16, DType::i32},
+        {DType::u16, DType::i32, DType::i32},  {DType::u16, DType::i64, DType::i64},  {DType::u32, DType::i8, DType::i64},
+        {DType::u32, DType::i16, DType::i64},  {DType::u32, DType::i32, DType::i64},  {DType::u32, DType::i64, DType::i64},
+        {DType::u8, DType::u16, DType::u16},   {DType::u8, DType::u32, DType::u32},   {DType::u16, DType::u32, DType::u32},
+        {DType::i8, DType::i16, DType::i16},   {DType::i16, DType::i32, DType::i32},  {DType::i1, DType::u8, DType::u8},
+        {DType::i1, DType::i16, DType::i16},   {DType::u8, DType::bf16, DType::bf16}, {DType::u32, DType::f16, DType::f16},
+        {DType::i16, DType::f32, DType::f32},  {DType::u32, DType::index, DType::index}, {DType::u16, DType::u16, DType::u16}};
+    for (const Row& r : rows) {
+      INFO(dtype_name(r.a) << " with " << dtype_name(r.b));
+      CHECK(promote(r.a, r.b) == r.want);
+      CHECK(promote(r.b, r.a) == r.want);
+    }
+    CHECK(is_unsigned(DType::u8));
+    CHECK_FALSE(is_unsigned(DType::i16));
+    CHECK_FALSE(is_unsigned(DType::i1));
+    for (DType t : {DType::i16, DType::u8, DType::u16, DType::u32}) CHECK(is_int(t));
+    CHECK(weak_literal_type(false, DType::u16) == DType::u16);
+    CHECK(weak_literal_type(true, DType::u8) == DType::f32);
   }
 
   TEST_CASE("dtype: literals adopt the other operand's type") {

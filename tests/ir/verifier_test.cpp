@@ -124,6 +124,24 @@ TEST_SUITE("ir") {
     ValueId c1 = b6.add_param(Type::tensor(DType::f32, {3, 8}));
     b6.create_value(OpKind::Concatenate, {c0, c1}, Type::tensor(DType::f32, {4, 16}), int64_t{1}, {});
     CHECK_THROWS_WITH_AS(verify(fn6), doctest::Contains("the values must agree on every dim but the axis"), InternalError);
+
+    // bitcast: to a narrower dtype adds the trailing dim of parts, to a wider one consumes it.
+    Function fn7;
+    Builder b7(fn7, "k");
+    ValueId f = b7.add_param(Type::tensor(DType::f32, {4}));
+    b7.create_value(OpKind::Bitcast, {f}, Type::tensor(DType::u8, {4}), {}, {});
+    CHECK_THROWS_WITH_AS(verify(fn7), doctest::Contains("bitcast 4xf32 -> 4xu8: the result shape must be (4, 4)"), InternalError);
+    Function fn8;
+    Builder b8(fn8, "k");
+    ValueId h = b8.add_param(Type::tensor(DType::u16, {4, 3}));
+    b8.create_value(OpKind::Bitcast, {h}, Type::tensor(DType::f32, {4}), {}, {});
+    CHECK_THROWS_WITH_AS(verify(fn8), doctest::Contains("bitcast 4x3xu16 -> 4xf32: the last dim is 3, not the 2 u16 parts of one f32"),
+                         InternalError);
+    Function fn9;
+    Builder b9(fn9, "k");
+    ValueId p = b9.add_param(Type::tensor(DType::i1, {4}));
+    b9.create_value(OpKind::Bitcast, {p}, Type::tensor(DType::u8, {4}), {}, {});
+    CHECK_THROWS_WITH_AS(verify(fn9), doctest::Contains("i1 has no bits to read"), InternalError);
   }
 
   TEST_CASE("verifier: the message carries the op's source line and the IR") {
