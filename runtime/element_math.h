@@ -1,4 +1,4 @@
-// tessera's own f32 exp, log, tanh and logistic: the element rules of those ops (docs/design.md
+// tessera's own f32 exp, log, tanh, logistic, erf, sin and cos: the element rules of those ops (docs/design.md
 // §4.13), written once as algorithms over an arithmetic policy `M`, so that the same steps run in
 // both backends and give the same bits:
 //
@@ -14,8 +14,8 @@
 // algorithm is a range reduction, a minimax polynomial (the coefficients of Cephes' single
 // precision functions) and a reconstruction, with the special cases chosen by selects rather than
 // branches. Error bounds against the correctly rounded result, measured over every f32 input by
-// tests/runtime/element_math_test.cpp: exp and log <= 1 ulp, tanh and logistic <= 2 ulp.
-// f64 keeps libm (rules::float_exp and friends below).
+// tests/runtime/element_math_test.cpp: exp and log <= 1 ulp, tanh, logistic and erf <= 2 ulp, sin
+// and cos <= 2 ulp below 2^20 (see sin_cos_of_abs). f64 keeps libm (rules::float_exp and friends).
 //
 // The policy M provides, with F a float value, I a 32-bit integer value and B a bool value:
 //   F c(float)   I ci(int32_t)
