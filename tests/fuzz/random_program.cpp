@@ -172,7 +172,6 @@ const std::vector<UnaryOp>& unary_ops() {
       {"pl::sigmoid", false, true, [](V a) { return pl::sigmoid(a); }},
       {"pl::sin", false, true, [](V a) { return pl::sin(a); }},
       {"pl::cos", false, true, [](V a) { return pl::cos(a); }},
-      {"pl::erf", false, true, [](V a) { return pl::erf(a); }},
       {"pl::floor", false, true, [](V a) { return pl::floor(a); }},
       {"pl::ceil", false, true, [](V a) { return pl::ceil(a); }}};
   return ops;
