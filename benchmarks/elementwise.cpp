@@ -8,7 +8,10 @@
 // Then the compute-bound side on 1 thread, over a 16 MiB f32 array (1024 x 4096, blocks of 16
 // whole rows): o = exp(x), and a row softmax o = exp(x - max(x)) / sum(exp(x - max(x))) over the
 // last axis, the row step of attention and of every normalisation, each against the plain C++ loop
-// that computes the same thing with libm's expf, in elements per second.
+// that computes the same thing with libm's expf, in elements per second. Beside them, on 1 and 2
+// threads over the same 16 MiB: exact GELU o = 0.5 x (1 + erf(x / sqrt(2))) and o = sin(x), against
+// the plain C++ loops calling libm's erff and sinf on the same threads (tessera's own f32 erf and
+// sin, runtime/element_math.h, are straight-line code the loop vectoriser widens).
 //
 // The machine is shared and noisy, so the candidates of one thread count are measured interleaved
 // (one call of each per round, in turn) and compared by their medians: a burst of load from
@@ -34,6 +37,9 @@ constexpr float kA = 1.5f, kB = -0.5f, kC = 0.25f;
 void add_kernel(pl::Ref x, pl::Ref y, pl::Ref o) { o() = x() + y(); }
 void axpby_kernel(pl::Ref x, pl::Ref y, pl::Ref o) { o() = kA * x() + kB * y() + kC; }
 void exp_kernel(pl::Ref x, pl::Ref o) { o() = pl::exp(x()); }
+constexpr float kSqrtHalf = 0.70710678f;
+void gelu_kernel(pl::Ref x, pl::Ref o) { o() = 0.5f * x() * (1.0f + pl::erf(x() * kSqrtHalf)); }
+void sin_kernel(pl::Ref x, pl::Ref o) { o() = pl::sin(x()); }
 void softmax_kernel(pl::Ref x, pl::Ref o) {
   pl::Value v = x();
   pl::Value e = pl::exp(v - pl::max(v, 1, /*keepdims=*/true));
@@ -71,6 +77,18 @@ void host_memcpy(std::byte* dst, const std::byte* src, int64_t bytes, int thread
 
 void host_exp(const float* x, float* o, int64_t n) {
   for (int64_t i = 0; i < n; ++i) o[i] = std::exp(x[i]);
+}
+void host_gelu(const float* x, float* o, int64_t n, int threads) {
+  split(threads, [&](int t) {
+    const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
+    for (int64_t i = lo; i < hi; ++i) o[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kSqrtHalf));
+  });
+}
+void host_sin(const float* x, float* o, int64_t n, int threads) {
+  split(threads, [&](int t) {
+    const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
+    for (int64_t i = lo; i < hi; ++i) o[i] = std::sin(x[i]);
+  });
 }
 void host_softmax(const float* x, float* o, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -157,6 +175,25 @@ int main(int argc, char** argv) {
     report.add_rate("tessera exp, 1 thread", s[1], elems, 1e-6, "M elem/s", "plain C++ expf loop, 1 thread");
     report.add_rate("plain C++ row softmax loop, 1 thread", s[2], elems, 1e-6, "M elem/s");
     report.add_rate("tessera row softmax, 1 thread", s[3], elems, 1e-6, "M elem/s", "plain C++ row softmax loop, 1 thread");
+    // Exact GELU and sin, on 1 and 2 threads: the inputs scaled by 3 so that sin's reduction runs
+    // through several quadrants and erf through all of its pieces.
+    pl::Array wide = pl::Array::from_vector(std::vector<float>(px, px + sn), {srows, scols});
+    for (int64_t i = 0; i < sn; ++i) wide.mutable_data_as<float>()[i] *= 3.0f;
+    const float* pw = wide.data_as<float>();
+    auto gelu_call = pl::pallas_call(gelu_kernel, row_grid, pl::ShapeDtype({srows, scols}, pl::f32), row_options);
+    auto sin_call = pl::pallas_call(sin_kernel, row_grid, pl::ShapeDtype({srows, scols}, pl::f32), row_options);
+    for (int threads : {1, 2}) {
+      const std::string t = fmt::format(", {} thread{}", threads, threads > 1 ? "s" : "");
+      pl::set_num_threads(threads);
+      const std::vector<bench::Stats> g = measure_interleaved(
+          {[&] { host_gelu(pw, so.data(), sn, threads); }, [&] { gelu_call(wide); },
+           [&] { host_sin(pw, so.data(), sn, threads); }, [&] { sin_call(wide); }},
+          runs);
+      report.add_rate("plain C++ exact GELU loop (erff)" + t, g[0], elems, 1e-6, "M elem/s");
+      report.add_rate("tessera exact GELU" + t, g[1], elems, 1e-6, "M elem/s", "plain C++ exact GELU loop (erff)" + t);
+      report.add_rate("plain C++ sinf loop" + t, g[2], elems, 1e-6, "M elem/s");
+      report.add_rate("tessera sin" + t, g[3], elems, 1e-6, "M elem/s", "plain C++ sinf loop" + t);
+    }
   }
   pl::set_num_threads(0);
   for (const char* name : {"memcpy 64 MiB", "plain C++ add loop", "tessera add", "plain C++ a*x + b*y + c loop",

@@ -178,6 +178,8 @@ Value abs(const Operand& x);
 Value neg(const Operand& x);
 Value sin(const Operand& x);
 Value cos(const Operand& x);
+// The error function (jax.lax.erf / jax.scipy.special.erf), as exact GELU uses it.
+Value erf(const Operand& x);
 Value floor(const Operand& x);
 Value ceil(const Operand& x);
 Value sigmoid(const Operand& x);  // logistic

@@ -100,8 +100,9 @@ Array unary(OpKind kind, const Array& a) {
         case OpKind::Sqrt: return map1<T, T>(a, d, [&](C v) { return to(std::sqrt(v)); });
         case OpKind::Rsqrt: return map1<T, T>(a, d, [&](C v) { return to(C(1) / std::sqrt(v)); });
         case OpKind::Logistic: return map1<T, T>(a, d, [&](C v) { return to(rules::float_logistic(v)); });
-        case OpKind::Sin: return map1<T, T>(a, d, [&](C v) { return to(std::sin(v)); });
-        case OpKind::Cos: return map1<T, T>(a, d, [&](C v) { return to(std::cos(v)); });
+        case OpKind::Sin: return map1<T, T>(a, d, [&](C v) { return to(rules::float_sin(v)); });
+        case OpKind::Cos: return map1<T, T>(a, d, [&](C v) { return to(rules::float_cos(v)); });
+        case OpKind::Erf: return map1<T, T>(a, d, [&](C v) { return to(rules::float_erf(v)); });
         case OpKind::Floor: return map1<T, T>(a, d, [&](C v) { return to(std::floor(v)); });
         case OpKind::Ceil: return map1<T, T>(a, d, [&](C v) { return to(std::ceil(v)); });
         default: break;

@@ -1,4 +1,4 @@
-// tessera's own f32 exp, log, tanh and logistic: the element rules of those ops (docs/design.md
+// tessera's own f32 exp, log, tanh, logistic, erf, sin and cos: the element rules of those ops (docs/design.md
 // §4.13), written once as algorithms over an arithmetic policy `M`, so that the same steps run in
 // both backends and give the same bits:
 //
@@ -14,8 +14,8 @@
 // algorithm is a range reduction, a minimax polynomial (the coefficients of Cephes' single
 // precision functions) and a reconstruction, with the special cases chosen by selects rather than
 // branches. Error bounds against the correctly rounded result, measured over every f32 input by
-// tests/runtime/element_math_test.cpp: exp and log <= 1 ulp, tanh and logistic <= 2 ulp.
-// f64 keeps libm (rules::float_exp and friends below).
+// tests/runtime/element_math_test.cpp: exp and log <= 1 ulp, tanh, logistic and erf <= 2 ulp, sin
+// and cos <= 2 ulp below 2^20 (see sin_cos_of_abs). f64 keeps libm (rules::float_exp and friends).
 //
 // The policy M provides, with F a float value, I a 32-bit integer value and B a bool value:
 //   F c(float)   I ci(int32_t)
@@ -31,7 +31,9 @@
 #include <bit>
 #include <cmath>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 
@@ -194,6 +196,83 @@ template <class M> typename M::F logistic(M& m, typename M::F x) {
   return m.add(q0, m.div(residual, dh));
 }
 
+
+// Horner's scheme with one fma per coefficient, highest degree first.
+template <class M, size_t N> typename M::F horner(M& m, typename M::F u, const float (&coeffs)[N]) {
+  auto p = m.c(coeffs[0]);
+  for (size_t i = 1; i < N; ++i) p = m.fma(p, u, m.c(coeffs[i]));
+  return p;
+}
+
+// erf(x) = sign(x) erf(|x|), three pieces chosen by selects, no exp:
+// - |x| < 1: |x| + |x| Q(x^2), Q a degree-6 fit of erf(x)/x - 1 (2/sqrt(pi) - 1 at 0), so that
+//   tiny and subnormal inputs round exactly as erf(x) ~ 1.128 x does;
+// - 1 <= |x| < 3.92: 1 - q, q a degree-9 fit of erfc in |x| - c over [1, 2.25] or [2.25, 3.92],
+//   the piece's coefficients chosen by selects and evaluated once. Computing the small erfc rather
+//   than erf itself keeps the polynomial's rounding errors below the final subtraction's;
+// - from 3.8325 erfc(x) < 2^-25 and erf rounds to 1: q is 0 from 3.85 (the fit's own error at the
+//   end of its range could otherwise round 1 - q down), which also covers +-inf.
+// A NaN fails every comparison and flows through the erfc polynomial as NaN. The fits are
+// Chebyshev fits (near minimax) with abs error <= 6e-9 (0.1 ulp of the result) before rounding.
+template <class M> typename M::F erf(M& m, typename M::F x) {
+  const auto a = abs(m, x);
+  static constexpr float kSmall[] = {0x1.4a5690p-14f, -0x1.a45088p-11f, 0x1.541270p-8f, -0x1.b7fabap-6f,
+                                     0x1.ce2d10p-4f,  -0x1.81273ep-2f,  0x1.06eba8p-3f};
+  const auto small = m.fma(a, horner(m, m.mul(a, a), kSmall), a);
+  static constexpr float kNear[] = {-0x1.5129ccp-10f, 0x1.c9b20ap-11f, 0x1.927e24p-8f,  -0x1.db7c9ep-7f, 0x1.189c66p-9f,
+                                    0x1.976762p-5f,   -0x1.d6636cp-4f, 0x1.0bcf76p-3f,  -0x1.499d46p-4f, 0x1.612d8ep-6f};
+  static constexpr float kFar[] = {-0x1.3f1f68p-17f, 0x1.aea872p-14f,  -0x1.472040p-12f, 0x1.1d05b0p-11f, -0x1.6b35dcp-11f,
+                                   0x1.654660p-11f,  -0x1.05c040p-11f, 0x1.0cd4f2p-12f,  -0x1.5c3212p-14f, 0x1.aea578p-17f};
+  const auto near = m.lt(a, m.c(2.25f));
+  const auto u = m.sub(a, m.sel(near, m.c(1.625f), m.c(3.085f)));
+  auto q = m.sel(near, m.c(kNear[0]), m.c(kFar[0]));
+  for (size_t i = 1; i < std::size(kNear); ++i) q = m.fma(q, u, m.sel(near, m.c(kNear[i]), m.c(kFar[i])));
+  const auto large = m.sub(m.c(1.0f), m.sel(m.gt(a, m.c(3.85f)), m.c(0.0f), q));
+  const auto y = m.sel(m.lt(a, m.c(1.0f)), small, large);
+  return m.from_bits(m.ior(m.bits(y), m.iand(m.bits(x), m.ci(kSignBit))));
+}
+
+// sin and cos of a = |x| >= 0: a = n pi/2 + r, |r| <= pi/4, then by the quadrant (n + offset) mod 4
+// sin r, cos r, -sin r or -cos r (offset 0 gives sin a, 1 gives cos a). n by the shifter as in
+// exp; r by Cody-Waite with pi/2 split in three floats, each step one fma: n p1 is exact and its
+// difference from a fits in 24 bits, so the first step is exact, and the three parts carry pi/2
+// to 2^-75. What limits the range is the rounding of the second step: when a lies within about
+// n 2^-50 of a multiple of pi/2, r is smaller than that rounding error. Measured over every float:
+// <= 2 ulp below 2^20 (1.81), <= 6 ulp below 2^22 (5.37). From kTrigLimit on the result is NaN
+// rather than a wrong value: a reduction exact for every float (Payne-Hanek) needs the bits of
+// 2/pi chosen by the exponent, a table lookup or 64-bit products the policy does not have, and
+// inputs that large carry no phase information in f32 anyway (their ulp is >= 0.5). f64 keeps
+// libm's full-range reduction.
+inline constexpr float kTrigLimit = 0x1p22f;
+template <class M> typename M::F sin_cos_of_abs(M& m, typename M::F a, int32_t offset) {
+  constexpr float kShifter = 0x1.8p23f;
+  const auto t = m.fma(a, m.c(0x1.45f306p-1f), m.c(kShifter));  // a * 2/pi + shifter
+  const auto n = m.iadd(m.isub(m.bits(t), m.ci(std::bit_cast<int32_t>(kShifter))), m.ci(offset));
+  const auto nf = m.sub(t, m.c(kShifter));
+  auto r = m.fma(nf, m.c(-0x1.921fb6p+0f), a);
+  r = m.fma(nf, m.c(0x1.777a5cp-25f), r);
+  r = m.fma(nf, m.c(0x1.ee59dap-50f), r);
+  const auto z = m.mul(r, r);
+  // sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) (Cephes' single precision
+  // coefficients); 1 - r^2/2 is carried as hi + lo so its rounding is not added to C's.
+  static constexpr float kSin[] = {-1.9515295891e-4f, 8.3321608736e-3f, -1.6666654611e-1f};
+  static constexpr float kCos[] = {2.443315711809948e-5f, -1.388731625493765e-3f, 4.166664568298827e-2f};
+  const auto s = m.fma(m.mul(r, z), horner(m, z, kSin), r);
+  const auto half = m.mul(z, m.c(0.5f));
+  const auto hi = m.sub(m.c(1.0f), half);
+  const auto lo = m.sub(m.sub(m.c(1.0f), hi), half);  // exact: half <= 0.31
+  const auto c = m.add(hi, m.fma(m.mul(z, z), horner(m, z, kCos), lo));
+  // Odd quadrants take cos r; quadrants 2 and 3 negate, by adding 2^31 to the bits (flips the sign).
+  const auto odd = m.eq(m.to_float(m.iand(n, m.ci(1))), m.c(0.0f));
+  const auto y = m.from_bits(m.iadd(m.bits(m.sel(odd, s, c)), m.shl(m.iand(n, m.ci(2)), 30)));
+  return m.sel(m.ge(a, m.c(kTrigLimit)), m.c(std::numeric_limits<float>::quiet_NaN()), y);
+}
+template <class M> typename M::F sin(M& m, typename M::F x) {
+  const auto y = sin_cos_of_abs(m, abs(m, x), 0);
+  return m.from_bits(m.iadd(m.bits(y), m.iand(m.bits(x), m.ci(kSignBit))));  // sin(-x) = -sin(x)
+}
+template <class M> typename M::F cos(M& m, typename M::F x) { return sin_cos_of_abs(m, abs(m, x), 1); }
+
 }  // namespace math
 
 // The rules the element ops use, on their compute type: tessera's own algorithm for f32 (and so
@@ -211,6 +290,15 @@ template <std::floating_point C> inline C float_log(C x) {
 }
 template <std::floating_point C> inline C float_tanh(C x) {
   return f32_own_f64_libm(x, [](ScalarMath& m, float v) { return math::tanh(m, v); }, [](double v) { return std::tanh(v); });
+}
+template <std::floating_point C> inline C float_erf(C x) {
+  return f32_own_f64_libm(x, [](ScalarMath& m, float v) { return math::erf(m, v); }, [](double v) { return std::erf(v); });
+}
+template <std::floating_point C> inline C float_sin(C x) {
+  return f32_own_f64_libm(x, [](ScalarMath& m, float v) { return math::sin(m, v); }, [](double v) { return std::sin(v); });
+}
+template <std::floating_point C> inline C float_cos(C x) {
+  return f32_own_f64_libm(x, [](ScalarMath& m, float v) { return math::cos(m, v); }, [](double v) { return std::cos(v); });
 }
 template <std::floating_point C> inline C float_logistic(C x) {
   return f32_own_f64_libm(

@@ -162,8 +162,8 @@ template <class C> C ref_unary(Op op, C x) {
       case Op::Sqrt: return std::sqrt(x);
       case Op::Rsqrt: return C(1) / std::sqrt(x);
       case Op::Sigmoid: return rules::float_logistic(x);
-      case Op::Sin: return std::sin(x);
-      case Op::Cos: return std::cos(x);
+      case Op::Sin: return rules::float_sin(x);
+      case Op::Cos: return rules::float_cos(x);
       case Op::Floor: return std::floor(x);
       case Op::Ceil: return std::ceil(x);
       default: break;

@@ -44,6 +44,7 @@ TEST_SUITE("runtime") {
         {OpKind::Logistic, [](double x) { return 1 / (1 + std::exp(-x)); }},
         {OpKind::Sin, [](double x) { return std::sin(x); }},
         {OpKind::Cos, [](double x) { return std::cos(x); }},
+        {OpKind::Erf, [](double x) { return std::erf(x); }},
         {OpKind::Floor, [](double x) { return std::floor(x); }},
         {OpKind::Ceil, [](double x) { return std::ceil(x); }},
     };
