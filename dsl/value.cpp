@@ -8,6 +8,7 @@
 
 #include "dsl/ref.h"
 #include "jit/ir/bitcast.h"
+#include "runtime/numeric.h"
 
 namespace tessera {
 
@@ -408,7 +409,13 @@ void check_full_shape(const Shape& shape, SourceLoc loc) {
 Value full_at(const Shape& shape, double value, DType dtype, SourceLoc loc) {
   check_full_shape(shape, loc);
   auto& ctx = detail::TraceContext::current("pl::full", loc);
-  ir::Literal lit = is_float(dtype) ? ir::Literal::of_float(value) : ir::Literal::of_int(static_cast<int64_t>(value));
+  // An integer fill converts as every double does (truncate, saturate, NaN -> 0: rt from_double),
+  // so a kernel's pl::full agrees with the host's pl::Array::full (-1.0 into u8 is 0 in both).
+  ir::Literal lit = ir::Literal::of_float(value);
+  if (!is_float(dtype))
+    dispatch_dtype(dtype, [&]<class T>() {
+      if constexpr (std::is_integral_v<T>) lit = ir::Literal::of_int(static_cast<int64_t>(from_double<T>(value)));
+    });
   return emit(ctx, OpKind::Constant, {}, Type::tensor(dtype, shape), lit, loc);
 }
 

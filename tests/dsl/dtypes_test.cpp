@@ -77,6 +77,24 @@ TEST_SUITE("dsl") {
     }
   }
 
+  TEST_CASE("dtypes: a kernel's pl::full converts its fill as the host's pl::Array::full does") {
+    // A double fill into an integer dtype truncates and saturates (NaN -> 0) in both places: -1.0
+    // into u8 is 0, not the wrapped 255; 1e30 is the dtype's largest value.
+    for (pl::DType d : {pl::i8, pl::i16, pl::u8, pl::u16, pl::u32, pl::i32, pl::bool_})
+      for (double fill : {-1.0, -1.5, 300.7, 1e30, -1e30, static_cast<double>(NAN)}) {
+        INFO("dtype " << pl::dtype_name(d) << " fill " << fill);
+        const pl::Array want = pl::Array::full({8}, fill, d);
+        for (const pl::CallOptions& o : testing::checked_backends()) {
+          pl::Array got = pl::pallas_call([&](pl::Ref out) { out() = pl::full({8}, fill, d); }, pl::GridSpec{},
+                                          pl::ShapeDtype({8}, d), o)();
+          dispatch_dtype(d, [&]<class T>() {
+            if constexpr (std::is_integral_v<T>)
+              for (int64_t i = 0; i < 8; ++i) CHECK(el<T>(got, i) == el<T>(want, i));
+          });
+        }
+      }
+  }
+
   TEST_CASE("dtypes: unsigned operands compare, divide and widen as unsigned values") {
     const pl::Array a = pl::Array::from_vector<uint8_t>({200, 7, 255, 0, 128, 9}, {6});
     const pl::Array b = pl::Array::from_vector<uint8_t>({3, 200, 0, 255, 127, 0}, {6});
