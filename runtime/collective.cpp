@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "runtime/config.h"
+#include "runtime/consequences.h"
 #include "runtime/launch.h"
 #include "runtime/memory.h"
 #include "runtime/timeline.h"
@@ -294,7 +295,7 @@ void LaunchGroup::check() {
 }
 
 std::string LaunchGroup::report() const {
-  std::string s = fmt::format("deadlock: nothing can make progress in {}; every participant waits or is done:", scope_);
+  std::string s = fmt::format("{} in {}; every participant waits or is done:", kDeadlockReport, scope_);
   for (size_t i = 0; i < participants_.size(); ++i) {
     const Participant& p = participants_[i];
     const std::string& member = members_[i / static_cast<size_t>(cores_)];

@@ -9,6 +9,7 @@
 #include <exception>
 #include <thread>
 
+#include "runtime/consequences.h"
 #include "runtime/debug_print_format.h"
 #include "runtime/executable.h"
 #include "runtime/thread_pool.h"
@@ -209,7 +210,11 @@ void run_cores(Launch& launch, int num_cores, const std::function<void(int core)
     }
   };
   ThreadPool::global().run(num_cores, run);
-  if (const size_t first = failures.first(); first < failures.size()) std::rethrow_exception(failures.error(first));
+  const std::vector<size_t> failed = failures.in_order();
+  if (failed.empty()) return;
+  Consequences after;
+  for (size_t i = 1; i < failed.size(); ++i) after.add(fmt::format("core {}", failed[i]), failures.error(failed[i]));
+  rethrow_with_notes(failures.error(failed.front()), after.notes());
 }
 
 // ---- launching executables ---------------------------------------------------------------------
@@ -581,10 +586,14 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
       first = i;
   }
   if (first < participants.size()) {
+    // The others' failures, the deadlock report among them, follow the cause as notes.
+    Consequences after;
+    for (size_t i : failures.in_order())
+      if (i != first) after.add(participants[i].name, failures.error(i));
     try {
       std::rethrow_exception(failures.error(first));
     } catch (const RuntimeError& e) {
-      throw RuntimeError(fmt::format("{}, {}: {}", scope, participants[first].name, e.problem()), e.where(), e.loc());
+      throw e.retold(fmt::format("{}, {}: {}", scope, participants[first].name, e.problem()), after.notes());
     }
   }
   check_operand_semaphores(layout, mem, scope,
@@ -604,7 +613,7 @@ void agree_on_failure(Transport& transport, std::exception_ptr mine) {
       std::rethrow_exception(mine);
     } catch (const std::exception& e) {
       const std::string what = e.what();
-      encoded = (what.find("deadlock: nothing can make progress") != std::string::npos ? "D" : "E") + what;
+      encoded = (what.find(kDeadlockReport) != std::string::npos ? "D" : "E") + what;
     } catch (...) {
       encoded = "Eunknown failure";
     }
@@ -617,9 +626,13 @@ void agree_on_failure(Transport& transport, std::exception_ptr mine) {
     if (chosen < all.size()) break;
   }
   if (chosen == all.size()) return;
-  if (chosen == static_cast<size_t>(transport.process_index())) std::rethrow_exception(mine);
-  throw RuntimeError(fmt::format("process {} of {} failed: {}", chosen, all.size(), all[chosen].substr(1)),
-                     ExecutionPoint{}, SourceLoc{});
+  // What the other processes ran into follows as notes.
+  Consequences after;
+  for (size_t p = 0; p < all.size(); ++p)
+    if (p != chosen && !all[p].empty()) after.add_text(fmt::format("process {}", p), all[p].substr(1));
+  if (chosen == static_cast<size_t>(transport.process_index())) rethrow_with_notes(mine, after.notes());
+  const std::string problem = fmt::format("process {} of {} failed: {}", chosen, all.size(), all[chosen].substr(1));
+  throw RuntimeError(problem, ExecutionPoint{}, SourceLoc{}).retold(problem, after.notes());
 }
 
 }  // namespace
@@ -655,10 +668,26 @@ void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function
     }
     run.device_stopped(d, why);
   });
+  // The first device's failure is the error; what the others then ran into follows it as notes.
   std::exception_ptr failure;
-  if (const size_t first = failures.first(); first < n) failure = failures.error(first);
-  if (std::optional<std::string> late = transport.end_run(run); late && !failure)
-    failure = std::make_exception_ptr(RuntimeError(*late, ExecutionPoint{}, SourceLoc{}));
+  Consequences after;
+  const std::vector<size_t> failed = failures.in_order();
+  if (!failed.empty()) failure = failures.error(failed.front());
+  for (size_t i = 1; i < failed.size(); ++i)
+    after.add(fmt::format("device {}", first_device + static_cast<int64_t>(failed[i])), failures.error(failed[i]));
+  if (std::optional<std::string> late = transport.end_run(run)) {
+    if (!failure)
+      failure = std::make_exception_ptr(RuntimeError(*late, ExecutionPoint{}, SourceLoc{}));
+    else
+      after.add_text("the transport", *late);
+  }
+  if (failure && !after.notes().empty()) {
+    try {
+      rethrow_with_notes(failure, after.notes());
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
   if (transport.process_count() == 1) {
     if (failure) std::rethrow_exception(failure);
     return;

@@ -1,5 +1,6 @@
 #include "runtime/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -173,10 +174,16 @@ void Failures::record(size_t i, std::exception_ptr e) {
 }
 
 size_t Failures::first() const {
-  size_t first = size();
+  const std::vector<size_t> failed = in_order();
+  return failed.empty() ? size() : failed.front();
+}
+
+std::vector<size_t> Failures::in_order() const {
+  std::vector<size_t> failed;
   for (size_t i = 0; i < size(); ++i)
-    if (errors_[i] && (first == size() || order_[i] < order_[first])) first = i;
-  return first;
+    if (errors_[i]) failed.push_back(i);
+  std::stable_sort(failed.begin(), failed.end(), [&](size_t a, size_t b) { return order_[a] < order_[b]; });
+  return failed;
 }
 
 void run_concurrently(size_t n, bool caller_runs_first, Failures& failures, const std::function<void(size_t)>& body) {

@@ -98,6 +98,8 @@ class Failures {
   int64_t order(size_t i) const { return order_[i]; }
   // The body that failed first, or size() when none did.
   size_t first() const;
+  // The bodies that failed, first first.
+  std::vector<size_t> in_order() const;
 
  private:
   std::vector<std::exception_ptr> errors_;

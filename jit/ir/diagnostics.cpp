@@ -51,6 +51,17 @@ RuntimeError::RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc
       loc_(loc),
       sequence_(next_failure_sequence()) {}
 
+RuntimeError RuntimeError::retold(std::string what, const std::vector<std::string>& more) const {
+  RuntimeError told(std::move(what), where_, loc_);
+  told.sequence_ = sequence_;
+  told.notes_ = notes_;
+  told.notes_.insert(told.notes_.end(), more.begin(), more.end());
+  std::string message = told.Error::what();
+  for (const std::string& note : told.notes_) message += "\n  note:  " + note;
+  static_cast<Error&>(told) = Error(message);
+  return told;
+}
+
 MismatchError::MismatchError(std::string message, std::string output, std::vector<int64_t> index, std::string compiled,
                              std::string interpreted, std::optional<ExecutionPoint> writer, SourceLoc loc)
     : Error(std::move(message)),

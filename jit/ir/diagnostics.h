@@ -87,12 +87,18 @@ class RuntimeError : public Error {
   SourceLoc loc() const { return loc_; }
   // When the failure happened (next_failure_sequence() at construction; copies keep it).
   uint64_t sequence() const { return sequence_; }
+  // What others (cores, devices, processes) ran into after this failure, one line each: shown after
+  // the error as "note:" lines, never instead of it.
+  const std::vector<std::string>& notes() const { return notes_; }
+  // The same failure (its place, line and time) told as `what`, with `more` notes after its own.
+  RuntimeError retold(std::string what, const std::vector<std::string>& more = {}) const;
 
  private:
   std::string what_;
   ExecutionPoint where_;
   SourceLoc loc_;
   uint64_t sequence_;
+  std::vector<std::string> notes_;
 };
 
 // Differential mode (CallOptions::check_against_interpreter): an output of the compiled kernel differs

@@ -1,5 +1,6 @@
 // When one device fails, the error is its failure — the first in time — not what the others ran
-// into because of it (a deadlock report, a remote write into an instance that has ended).
+// into because of it (a deadlock report, a remote write into an instance that has ended); those
+// follow it as notes.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -11,9 +12,10 @@ namespace pl = tessera;
 namespace {
 
 // Runs `f` `runs` times; each must fail with a RuntimeError that `is_cause` accepts and that names
-// `line` (set while the kernel is traced, so read after the call).
+// `line` (set while the kernel is traced, so read after the call), its first line the cause's and
+// what the others then ran into after it as notes, each one line, none of them the cause again.
 template <class F, class P>
-void always_the_cause(F f, int runs, const int& line, P is_cause) {
+void always_the_cause(F f, int runs, const int& line, const std::string& cause, P is_cause) {
   int wrong = 0;
   std::string example;
   for (int run = 0; run < runs; ++run) {
@@ -21,9 +23,15 @@ void always_the_cause(F f, int runs, const int& line, P is_cause) {
       f();
       FAIL("expected a RuntimeError");
     } catch (const RuntimeError& e) {
-      if (!is_cause(e) || e.loc().line != static_cast<uint32_t>(line)) {
+      const std::string what = e.what();
+      bool right = is_cause(e) && e.loc().line == static_cast<uint32_t>(line) &&
+                   e.problem().find(cause) != std::string::npos && !e.notes().empty() &&
+                   what.find("\n  note:  ") != std::string::npos && what.find("note") > what.find("\n  at:    ");
+      for (const std::string& note : e.notes())
+        right = right && note.find('\n') == std::string::npos && note.find(cause) == std::string::npos;
+      if (!right) {
         ++wrong;
-        example = e.what();
+        example = what;
       }
     }
   }
@@ -56,10 +64,9 @@ TEST_SUITE("dsl") {
           },
           mesh, {pl::P("i")}, {pl::P("i")});
       // The other devices' consequences used to win the race now and then (about one run in eight
-      // compiled, one in four interpreted): forty runs see it almost surely.
-      always_the_cause([&] { f(pl::Array::zeros({16}, pl::f32)); }, 40, line, [](const RuntimeError& e) {
-        return std::string(e.what()).find("out-of-bounds slice") != std::string::npos && e.where().device == 2;
-      });
+      // compiled, one in four interpreted): a hundred and twenty runs see it surely.
+      always_the_cause([&] { f(pl::Array::zeros({16}, pl::f32)); }, 120, line, "out-of-bounds slice",
+                       [](const RuntimeError& e) { return e.where().device == 2; });
       // The launch after a failed one works.
       auto fine = pl::shard_map([&](const pl::Array& x) { return pl::pallas_call([](pl::Ref a, pl::Ref b) { b() = a(); }, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32), backend)(x); },
                                 mesh, {pl::P("i")}, {pl::P("i")});
@@ -89,9 +96,8 @@ TEST_SUITE("dsl") {
             return pl::pallas_call(kernel, pl::GridSpec{}, pl::ShapeDtype({1}, pl::f32), options)();
           },
           mesh, {pl::P("i")}, {pl::P("i")});
-      always_the_cause([&] { f(pl::Array::zeros({4}, pl::f32)); }, 40, line, [](const RuntimeError& e) {
-        return std::string(e.what()).find("is outside Mesh('i': 4)") != std::string::npos && e.where().device == 1;
-      });
+      always_the_cause([&] { f(pl::Array::zeros({4}, pl::f32)); }, 120, line, "is outside Mesh('i': 4)",
+                       [](const RuntimeError& e) { return e.where().device == 1; });
     });
   }
 }
