@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "dsl/ref.h"
@@ -32,9 +33,30 @@ Value literal_constant(const ir::Literal& literal, bool is_bool, std::optional<D
                        SourceLoc loc) {
   auto& ctx = detail::TraceContext::current(api, loc);
   const DType t = type ? *type : is_bool ? DType::i1 : literal.is_float ? DType::f32 : DType::i32;
+  if (!literal.is_float && !is_bool) detail::check_int_literal(literal.i, t, loc);
   return detail::constant(ctx, literal, Type::scalar(t), loc);
 }
 }  // namespace
+
+namespace detail {
+void check_int_literal(int64_t literal, DType dtype, SourceLoc loc) {
+  if (!is_int(dtype)) return;
+  const auto [lo, hi] = dispatch_dtype(dtype, []<class T>() -> std::pair<int64_t, int64_t> {
+    if constexpr (std::is_integral_v<T>)
+      return {static_cast<int64_t>(std::numeric_limits<T>::min()), static_cast<int64_t>(std::numeric_limits<T>::max())};
+    else
+      return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+  });
+  if (literal >= lo && literal <= hi) return;
+  const std::string_view name = dtype_name(dtype);
+  throw UserError(fmt::format("the integer literal {} is out of range of {}", literal, name),
+                  fmt::format("{} as {}, whose values are [{}, {}]", literal, name, lo, hi),
+                  fmt::format("use a value in [{}, {}], or compute in a wider dtype (.astype(pl::i32)) and cast back "
+                              "with .astype(pl::{})",
+                              lo, hi, name),
+                  loc);
+}
+}  // namespace detail
 
 Value Operand::materialize(std::optional<DType> literal_type) const {
   if (!literal_) return value_;
@@ -419,6 +441,15 @@ Value full_at(const Shape& shape, double value, DType dtype, SourceLoc loc) {
   return emit(ctx, OpKind::Constant, {}, Type::tensor(dtype, shape), lit, loc);
 }
 
+// An integer fill: it must fit an integer dtype; into a float or bool dtype it converts as a double.
+Value full_int_at(const Shape& shape, int64_t value, DType dtype, SourceLoc loc) {
+  if (!is_int(dtype)) return full_at(shape, static_cast<double>(value), dtype, loc);
+  check_full_shape(shape, loc);
+  auto& ctx = detail::TraceContext::current("pl::full", loc);
+  detail::check_int_literal(value, dtype, loc);
+  return emit(ctx, OpKind::Constant, {}, Type::tensor(dtype, shape), ir::Literal::of_int(value), loc);
+}
+
 // A traced scalar fill, converted and broadcast.
 Value full_at(const Shape& shape, const Value& fill, DType dtype, SourceLoc loc) {
   detail::check_live(fill, loc);
@@ -432,6 +463,11 @@ Value full_at(const Shape& shape, const Value& fill, DType dtype, SourceLoc loc)
 }  // namespace
 
 Value full(const Shape& shape, double value, DType dtype, std::source_location loc) { return full_at(shape, value, dtype, loc); }
+namespace detail {
+Value full_int(const Shape& shape, int64_t value, DType dtype, std::source_location loc) {
+  return full_int_at(shape, value, dtype, loc);
+}
+}  // namespace detail
 Value full(const Shape& shape, const Value& fill, DType dtype, std::source_location loc) {
   return full_at(shape, fill, dtype, loc);
 }
@@ -441,6 +477,8 @@ Value zeros_like(const Value& x, std::source_location loc) { return full(x.shape
 Value ones_like(const Value& x, std::source_location loc) { return full(x.shape(), 1, x.dtype(), loc); }
 
 Value full_like(const Value& x, const Operand& fill) {
+  if (fill.is_literal() && !fill.literal().is_float && !fill.is_bool_literal())
+    return full_int_at(x.shape(), fill.literal().i, x.dtype(), fill.loc());
   if (fill.is_literal()) return full_at(x.shape(), fill.literal().as_double(), x.dtype(), fill.loc());
   return full_at(x.shape(), fill.value(), x.dtype(), fill.loc());
 }

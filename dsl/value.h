@@ -208,6 +208,16 @@ Value triu(const Operand& x, int64_t k = 0);
 Value zeros(const Shape& shape, DType dtype, std::source_location loc = std::source_location::current());
 Value ones(const Shape& shape, DType dtype, std::source_location loc = std::source_location::current());
 Value full(const Shape& shape, double value, DType dtype, std::source_location loc = std::source_location::current());
+namespace detail {
+Value full_int(const Shape& shape, int64_t value, DType dtype, std::source_location loc);
+}
+// An integer fill must fit an integer dtype: 70000 into i16 is a UserError (as JAX's OverflowError),
+// never a silent wrap; into a float or bool dtype it converts as the double above does.
+template <class T>
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
+Value full(const Shape& shape, T value, DType dtype, std::source_location loc = std::source_location::current()) {
+  return detail::full_int(shape, static_cast<int64_t>(value), dtype, loc);
+}
 // A block whose elements equal their index along `dimension` (lax.broadcasted_iota).
 Value iota(const Shape& shape, int dimension, DType dtype = DType::i32,
            std::source_location loc = std::source_location::current());
@@ -264,6 +274,10 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 std::string describe(const Value& v);  // "a (128, 128) block of f32"
 // A constant op of this type (a scalar, or a splat block).
 Value constant(TraceContext& ctx, const ir::Literal& value, Type type, SourceLoc loc);
+// An integer literal must fit the integer dtype it takes (JAX raises OverflowError for a Python int
+// out of range): `x + 300` on an i8 is a UserError naming the literal, the dtype and the line, not
+// a silent wrap to 44. Float and bool dtypes take any integer.
+void check_int_literal(int64_t literal, DType dtype, SourceLoc loc);
 // The source line of the op that made `v`.
 SourceLoc loc_of(const Value& v);
 }  // namespace detail

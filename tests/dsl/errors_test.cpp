@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "tests/support/kernels.h"
 
 using namespace tessera;
@@ -638,5 +640,87 @@ TEST_SUITE("errors") {
     expect_error<UserError>([&] { call(pl::Array::zeros({4}, pl::f32)); },
                             {"cannot load from a ref in memory space ANY", "reachable only by DMA"}, line);
     next_call_works();
+  }
+
+  TEST_CASE("corpus: uninitialised scratch") {
+    // Reads its f32 scratch without writing it first (wrong), or after writing it (right).
+    auto scratch_call = [](bool write_first, const pl::CallOptions& options) {
+      return pl::pallas_call(
+          [write_first](pl::Ref x, pl::Ref o, pl::Ref scratch) {
+            if (write_first) scratch() = pl::ones_like(scratch());
+            o() = x() + scratch();
+          },
+          pl::GridSpec{.scratch_shapes = {pl::VMEM({4}, pl::f32)}}, pl::ShapeDtype({4}, pl::f32), options);
+    };
+    const pl::Array x = pl::Array::arange(4, pl::f32);
+    // The interpreter (uninitialized_memory = nan, the default) makes the result visibly poisoned.
+    for (float v : scratch_call(false, testing::interpret())(x).to_vector<float>()) CHECK(std::isnan(v));
+    // uninitialized_memory = zero: scratch starts at zero, as in Pallas's interpreter.
+    pl::InterpretParams zero;
+    zero.uninitialized_memory = pl::UninitializedMemory::zero;
+    CHECK(scratch_call(false, testing::interpret(zero))(x).to_vector<float>() == x.to_vector<float>());
+    // Compiled code reads whatever the memory held (unspecified, docs/design.md §4.6): nothing to check.
+    testing::for_each_backend([&](const pl::CallOptions& options) {
+      CHECK(scratch_call(true, options)(x).to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+      next_call_works(options);
+    });
+  }
+
+  TEST_CASE("corpus: an integer literal out of its dtype's range") {
+    // x + 300 on an i8: the literal takes i8 (weak typing), where 300 used to wrap to 44.
+    const pl::Array x = pl::Array::from_vector<int8_t>({1, 2, 3, 4}, {4});
+    int line = 0;
+    auto plus = [&](int64_t literal) {
+      return pl::pallas_call(
+          [&line, literal](pl::Ref in, pl::Ref o) {
+            line = __LINE__ + 1;
+            o() = in() + literal;
+          },
+          pl::GridSpec{}, pl::ShapeDtype({4}, pl::i8), testing::interpret());
+    };
+    expect_error<UserError>([&] { plus(300)(x); },
+                            {"the integer literal 300 is out of range of i8", "300 as i8, whose values are [-128, 127]",
+                             "use a value in [-128, 127]"},
+                            line);
+    expect_error<UserError>([&] { plus(-129)(x); }, {"the integer literal -129 is out of range of i8"}, line);
+    // A negative literal next to an unsigned value is out of range too (as JAX's OverflowError).
+    const int u_line = __LINE__ + 1;
+    auto negate = pl::pallas_call([](pl::Ref in, pl::Ref o) { o() = in() * -1; }, pl::GridSpec{},
+                                  pl::ShapeDtype({4}, pl::u8), testing::interpret());
+    expect_error<UserError>([&] { negate(pl::Array::from_vector<uint8_t>({1, 2, 3, 4}, {4})); },
+                            {"the integer literal -1 is out of range of u8", "[0, 255]"}, u_line);
+    // A fill: pl::full and pl::full_like with an integer follow the same rule.
+    auto fill = [&](int64_t value) {
+      return pl::pallas_call(
+          [&line, value](pl::Ref o) {
+            line = __LINE__ + 1;
+            o() = pl::full({4}, value, pl::i16);
+          },
+          pl::GridSpec{}, pl::ShapeDtype({4}, pl::i16), testing::interpret());
+    };
+    expect_error<UserError>([&] { fill(70000)(); },
+                            {"the integer literal 70000 is out of range of i16", "whose values are [-32768, 32767]"}, line);
+    auto like = pl::pallas_call(
+        [&](pl::Ref in, pl::Ref o) {
+          line = __LINE__ + 1;
+          o() = pl::full_like(in(), -40000);
+        },
+        pl::GridSpec{}, pl::ShapeDtype({4}, pl::i16), testing::interpret());
+    expect_error<UserError>([&] { like(pl::Array::from_vector<int16_t>({1, 2, 3, 4}, {4})); },
+                            {"the integer literal -40000 is out of range of i16"}, line);
+    testing::for_each_backend([&](const pl::CallOptions& options) {
+      // The edges of the range are themselves; a double fill still converts as the host's does
+      // (truncated and saturated).
+      auto edges = pl::pallas_call([](pl::Ref in, pl::Ref o) { o() = in() + 127 - 127 + (-128) - (-128); }, pl::GridSpec{},
+                                   pl::ShapeDtype({4}, pl::i8), options);
+      CHECK(edges(x).to_vector<int8_t>() == x.to_vector<int8_t>());
+      auto lowest = pl::pallas_call([](pl::Ref o) { o() = pl::full({4}, -32768, pl::i16); }, pl::GridSpec{},
+                                    pl::ShapeDtype({4}, pl::i16), options);
+      CHECK(lowest().to_vector<int16_t>() == std::vector<int16_t>(4, -32768));
+      auto saturated = pl::pallas_call([](pl::Ref o) { o() = pl::full({4}, 70000.0, pl::i16); }, pl::GridSpec{},
+                                       pl::ShapeDtype({4}, pl::i16), options);
+      CHECK(saturated().to_vector<int16_t>() == pl::Array::full({4}, 70000.0, pl::i16).to_vector<int16_t>());
+      next_call_works(options);
+    });
   }
 }
