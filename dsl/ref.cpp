@@ -74,7 +74,9 @@ Window window_of(TraceContext& ctx, const Shape& s, const std::vector<Indexer>& 
         throw UserError(fmt::format("a {} index must be an integer scalar", noun),
                         fmt::format("{} in dim {} of {}", describe(start), d, what),
                         "index with an i32 or i64 scalar (cast with .astype(pl::i32))", iloc);
-      if (start.dtype() != DType::i64 && start.dtype() != DType::index) start = cast_to(start, DType::i32, iloc);
+      // A u32 index widens to i64: as i32, 3e9 would wrap negative and be checked (or read) as another.
+      if (start.dtype() == DType::u32) start = cast_to(start, DType::i64, iloc);
+      else if (start.dtype() != DType::i64 && start.dtype() != DType::index) start = cast_to(start, DType::i32, iloc);
       if (ix->kind() == Indexer::Kind::Index) {
         dim = {true, 1, 1};
       } else {

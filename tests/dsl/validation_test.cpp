@@ -229,27 +229,40 @@ TEST_SUITE("dsl") {
     });
   }
 
-  TEST_CASE("validation: an index of 2^32 or more is checked as itself, not truncated into range") {
-    testing::for_each_backend([](const pl::CallOptions& options) {
-      // ids[0] = 2^32 + 3: cast to i32 it was 3, and the kernel silently read elements 3..6.
-      int line = 0;
-      auto call = pl::pallas_call(
-          [&](pl::Ref ids, pl::Ref x, pl::Ref o) {
-            line = __LINE__ + 1;
-            o() = x(pl::ds(ids(0), 4));
-          },
-          pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1}, pl::ShapeDtype({4}, pl::f32), options);
-      const pl::Array ids = pl::Array::from_vector<int64_t>({(int64_t{1} << 32) + 3}, {1}, pl::i64);
-      try {
-        call(ids, pl::Array::arange(8, pl::f32));
-        FAIL("expected a RuntimeError");
-      } catch (const RuntimeError& e) {
-        const std::string what = e.what();
-        CHECK(what.find("out-of-bounds slice of `input 0 block`: ds(4294967299, 4)") != std::string::npos);
-        CHECK(e.loc().line == static_cast<uint32_t>(line));
+  TEST_CASE("validation: an index of 2^31 or more is checked as itself, not truncated into range") {
+    // An i64 of 2^32 + 3 cast to i32 was 3, and the kernel silently read elements 3..6; a u32 of 3e9
+    // cast to i32 was -1294967296, and the error named an index nobody gave.
+    struct Case {
+      pl::Array bad, fine;
+      const char* reported;
+    };
+    const Case cases[] = {
+        {pl::Array::from_vector<int64_t>({(int64_t{1} << 32) + 3}, {1}, pl::i64),
+         pl::Array::from_vector<int64_t>({3}, {1}, pl::i64), "ds(4294967299, 4)"},
+        {pl::Array::from_vector<uint32_t>({3000000000u}, {1}), pl::Array::from_vector<uint32_t>({3}, {1}),
+         "ds(3000000000, 4)"},
+    };
+    testing::for_each_backend([&](const pl::CallOptions& options) {
+      for (const Case& c : cases) {
+        INFO(c.reported);
+        int line = 0;
+        auto call = pl::pallas_call(
+            [&](pl::Ref ids, pl::Ref x, pl::Ref o) {
+              line = __LINE__ + 1;
+              o() = x(pl::ds(ids(0), 4));
+            },
+            pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1}, pl::ShapeDtype({4}, pl::f32), options);
+        try {
+          call(c.bad, pl::Array::arange(8, pl::f32));
+          FAIL("expected a RuntimeError");
+        } catch (const RuntimeError& e) {
+          const std::string what = e.what();
+          CHECK_MESSAGE(what.find(fmt::format("out-of-bounds slice of `input 0 block`: {}", c.reported)) != std::string::npos,
+                        what);
+          CHECK(e.loc().line == static_cast<uint32_t>(line));
+        }
+        CHECK(call(c.fine, pl::Array::arange(8, pl::f32)).at<float>({0}) == 3.0f);
       }
-      const pl::Array fine = pl::Array::from_vector<int64_t>({3}, {1}, pl::i64);
-      CHECK(call(fine, pl::Array::arange(8, pl::f32)).at<float>({0}) == 3.0f);
     });
   }
 }
