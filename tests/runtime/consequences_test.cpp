@@ -45,7 +45,7 @@ TEST_SUITE("runtime") {
     CHECK(notes[1].starts_with("device 3 then waited"));
   }
 
-  TEST_CASE("consequences: another failure is told by its place, first line and source line; many are capped") {
+  TEST_CASE("consequences: another failure is told by its place, first line and source line, and many are capped") {
     const SourceLoc loc(std::source_location::current());
     Consequences after;
     for (int d = 1; d <= 6; ++d)
@@ -66,7 +66,7 @@ TEST_SUITE("runtime") {
     CHECK(after.notes() == std::vector<std::string>{"device 1 then failed: " + happened + " ..."});
   }
 
-  TEST_CASE("consequences: the cause keeps its type, place, line, time and first line; the notes follow it") {
+  TEST_CASE("consequences: the cause keeps its type, place, line, time and first line, and the notes follow it") {
     const SourceLoc loc(std::source_location::current());
     const RuntimeError cause("out-of-bounds slice", ExecutionPoint{2, 0, {1}, {}}, loc);
     Consequences after;
