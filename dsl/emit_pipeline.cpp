@@ -20,6 +20,10 @@ int64_t trace_grid(TraceContext& ctx, PipelineContext& pc, const std::vector<Gri
       continue;
     }
     const SourceLoc at = g.loc().known() ? g.loc() : pc.loc;
+    if (g.prefetch())
+      pc.fail(fmt::format("grid dim {} is pl::from_prefetch({}), which sizes a pallas_call grid", d, *g.prefetch()),
+              fmt::format("pl::from_prefetch({}) in dim {}", *g.prefetch(), d),
+              "read the size from the scalar-prefetch ref inside the kernel and pass that value, e.g. counts[g]", at);
     const Value& v = g.value();
     check_live(v, at);
     if (!v.is_scalar() || !is_int(v.dtype()))

@@ -3,6 +3,10 @@
 // scalar-prefetch ref). Both convert implicitly, so `{.grid = {m / bm, n / bn}}` and
 // `{.grid = {num_blocks[g]}}` read alike.
 //
+// A pallas_call grid is written before any kernel is traced, so its run-time dims name where their
+// size comes from instead: pl::from_prefetch(k), the value of scalar-prefetch argument k (a rank-0
+// integer array), read on the host at every call (docs/design.md §4.1).
+//
 // Front-end layer (dsl/).
 #pragma once
 
@@ -22,15 +26,31 @@ class GridDim {
   GridDim(const Value& size, std::source_location loc = std::source_location::current())  // NOLINT: implicit
       : value_(size), loc_(loc) {}
 
-  bool is_static() const { return !value_.has_value(); }
+  bool is_static() const { return !value_.has_value() && !prefetch_.has_value(); }
   int64_t size() const { return size_; }              // a static dim's size
-  const Value& value() const { return *value_; }      // a dynamic dim's value
+  const Value& value() const { return *value_; }      // a traced dim's value
+  // A pallas_call dim given by a scalar-prefetch argument: its index.
+  const std::optional<int>& prefetch() const { return prefetch_; }
   SourceLoc loc() const { return loc_; }
 
  private:
+  friend GridDim from_prefetch(int k, std::source_location loc);
+  GridDim() = default;
+
   int64_t size_ = 0;
   std::optional<Value> value_;
+  std::optional<int> prefetch_;
   SourceLoc loc_;
 };
+
+// A pallas_call grid dim whose size is scalar-prefetch argument `k` (a rank-0 integer array), read
+// when the call runs: `.grid = {pl::from_prefetch(0), n / bn}`. One traced and compiled kernel then
+// serves every size; program_id / num_programs see the size of each call.
+inline GridDim from_prefetch(int k, std::source_location loc = std::source_location::current()) {
+  GridDim d;
+  d.prefetch_ = k;
+  d.loc_ = loc;
+  return d;
+}
 
 }  // namespace tessera

@@ -33,6 +33,25 @@ Grid::Grid(std::initializer_list<GridAxis> axes, std::source_location loc) {
   }
 }
 
+Grid::Grid(std::initializer_list<GridDim> dims, std::source_location loc) {
+  for (const GridDim& d : dims) {
+    if (d.prefetch()) {
+      prefetch_dims_.push_back(PrefetchDim{dims_.size(), *d.prefetch(), d.loc()});
+      dims_.push_back(ir::kDynamicDim);
+    } else if (d.is_static()) {
+      dims_.push_back(d.size());
+    } else {
+      // A pallas_call grid is written before its kernel is traced: a traced value here belongs to
+      // another kernel.
+      throw UserError("a pallas_call grid dim cannot be a traced value",
+                      fmt::format("{} in grid dim {}", detail::describe(d.value()), dims_.size()),
+                      "size the dim at call time with pl::from_prefetch(k), scalar-prefetch argument k (a rank-0 "
+                      "integer array); traced grid dims belong to pl::emit_pipeline",
+                      d.loc().known() ? d.loc() : SourceLoc(loc));
+    }
+  }
+}
+
 IndexArg::operator Value() const {
   if (const Value* v = std::get_if<Value>(&arg_)) return *v;
   throw UserError(fmt::format("index map parameter {} is declared pl::Value but receives a scalar-prefetch ref", position_),
@@ -83,6 +102,7 @@ class CallImpl : public CallBase {
  private:
   int num_inputs(size_t num_args) const { return static_cast<int>(num_args) - spec_.num_scalar_prefetch; }
   void validate(std::span<const Array> args, SourceLoc loc) const;
+  void check_grid_from_prefetch(std::span<const Array> args) const;
   std::vector<ir::DimSemantics> semantics() const;
   ir::Function trace(std::span<const Array> args) const;
   const BlockSpec& spec_for(int operand, int inputs) const;
@@ -135,6 +155,7 @@ void CallImpl::validate(std::span<const Array> args, SourceLoc loc) const {
          "make the kernel take one pl::Ref per scalar-prefetch operand, input, output and scratch buffer, in that order",
          loc);
   PipelineContext{title(), spec_.loc, spec_.grid, {}, 1}.check_grid();
+  check_grid_from_prefetch(args);
   const auto& sem = spec_.options.compiler_params.dimension_semantics;
   if (!sem.empty()) {
     if (sem.size() != spec_.grid.size())
@@ -169,6 +190,23 @@ void CallImpl::validate(std::span<const Array> args, SourceLoc loc) const {
   check_aliases(spec_.options.input_output_aliases, args, np, spec_.out_shapes, loc);
   for (size_t k = 0; k < spec_.scratch_shapes.size(); ++k)
     check_allocatable(spec_.scratch_shapes[k], fmt::format("scratch {}", k), title());
+}
+
+// A grid dim sized at call time reads a scalar-prefetch argument that holds one integer.
+void CallImpl::check_grid_from_prefetch(std::span<const Array> args) const {
+  const int np = spec_.num_scalar_prefetch;
+  for (const Grid::PrefetchDim& d : spec_.grid_from_prefetch) {
+    if (d.operand < 0 || d.operand >= np)
+      fail(fmt::format("grid dim {} is sized by scalar-prefetch argument {}, which the call does not have", d.dim, d.operand),
+           fmt::format("pl::from_prefetch({}) with num_scalar_prefetch = {}", d.operand, np),
+           "name one of the scalar-prefetch arguments (0 to num_scalar_prefetch - 1) in a pl::PrefetchScalarGridSpec",
+           d.loc);
+    const Array& a = args[static_cast<size_t>(d.operand)];
+    if (!a.shape().empty() || !is_int(a.dtype()))
+      fail(fmt::format("grid dim {} is sized by scalar-prefetch argument {}, which is not an integer scalar", d.dim, d.operand),
+           fmt::format("an array of dtype {} and shape {}", dtype_name(a.dtype()), shape_tuple_str(a.shape())),
+           "pass the size as a rank-0 integer array, e.g. pl::Array::scalar(n, pl::i32)", d.loc);
+  }
 }
 
 ir::Function CallImpl::trace(std::span<const Array> args) const {
@@ -210,6 +248,10 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
       const MemorySpace space = pa.operands[k].windowed ? MemorySpace::ANY : pa.operands[k].space;
       arrays.push_back(b.add_param(Type::ref(sd.dtype, sd.shape, space), operand_name(np, ni, np + k)));
     }
+    // Dims sized at call time: the kernel reads the size from its own copy of the argument, which
+    // holds what the launch read on the host to split the steps (no kernel code ran before this).
+    for (const Grid::PrefetchDim& d : spec_.grid_from_prefetch)
+      pc.sizes.push_back(cast_to(pc.prefetch[static_cast<size_t>(d.operand)].slot({}, d.loc), DType::index, d.loc).id());
     const ir::ValueId lo = b.add_param(Type::scalar(DType::index), "first step");
     const ir::ValueId hi = b.add_param(Type::scalar(DType::index), "end step");
 
@@ -270,6 +312,8 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
     }
     exe->aliases.assign(spec_.options.input_output_aliases.begin(), spec_.options.input_output_aliases.end());
     exe->grid = spec_.grid;
+    for (const Grid::PrefetchDim& d : spec_.grid_from_prefetch)
+      exe->grid_from_args.push_back(rt::GridFromArg{d.dim, static_cast<size_t>(d.operand), d.loc});
     exe->semantics = semantics();
     build_executable(*exe, p->traced, spec_.options, interpreted, title());
     return exe;

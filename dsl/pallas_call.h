@@ -65,6 +65,7 @@ struct CallSpec {
   int num_scalar_prefetch = 0;
   std::vector<int64_t> grid;
   std::vector<std::string> grid_names;  // empty, or one per grid dim (pl::axis)
+  std::vector<Grid::PrefetchDim> grid_from_prefetch;  // dims sized at call time (ir::kDynamicDim in grid)
   std::vector<BlockSpec> in_specs, out_specs;
   std::vector<ScratchShape> scratch_shapes;
   std::vector<ShapeDtype> out_shapes;
@@ -152,7 +153,7 @@ template <class K>
 CallSpec call_spec(K&& kernel, int num_prefetch, const Grid& grid, std::vector<BlockSpec> in_specs,
                    std::vector<BlockSpec> out_specs, std::vector<ScratchShape> scratch, std::vector<ShapeDtype> outs,
                    CallOptions options, SourceLoc loc) {
-  return CallSpec{wrap_kernel(std::forward<K>(kernel)), num_prefetch, grid.dims(), grid.names(), std::move(in_specs),
+  return CallSpec{wrap_kernel(std::forward<K>(kernel)), num_prefetch, grid.dims(), grid.names(), grid.prefetch_dims(), std::move(in_specs),
                   std::move(out_specs), std::move(scratch), std::move(outs), std::move(options), loc};
 }
 }  // namespace detail

@@ -151,8 +151,6 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
       io.random_parallel_order = ip->random_parallel_order;
       io.padded_buffer_bounds = ip->buffer_bounds == BufferBounds::padded;
       io.seed = ip->random_seed;
-      for (size_t d = 0; d < exe.grid.size(); ++d)
-        if (d >= exe.semantics.size() || exe.semantics[d] != ir::DimSemantics::Parallel) io.arbitrary_steps *= exe.grid[d];
       exe.checked = rt::CheckedCores{ip->num_cores_or_threads,
                                      ip->dma_execution_mode == DmaExecutionMode::on_wait ? rt::DmaMode::on_wait
                                                                                          : rt::DmaMode::eager,

@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "dsl/grid_dim.h"
 #include "dsl/ref.h"
 #include "dsl/signature.h"
 #include "dsl/value.h"
@@ -214,22 +215,35 @@ inline GridAxis axis(std::string name, int64_t size) { return GridAxis{std::move
 
 // A grid: its dims' sizes, `.grid = {m / bm, n / bn}`, or named dims, `.grid = {pl::axis("i", 2),
 // pl::axis("j", 4)}` (then every dim has a unique, non-empty name; a UserError at that line otherwise).
+// A dim may be sized at call time by a scalar-prefetch argument, `.grid = {pl::from_prefetch(0), 4}`
+// (pl::from_prefetch, dsl/grid_dim.h); dims() then holds ir::kDynamicDim there.
 class Grid {
  public:
+  // A dim sized by scalar-prefetch argument `operand` when the call runs, written at `loc`.
+  struct PrefetchDim {
+    size_t dim;
+    int operand;
+    SourceLoc loc;
+  };
+
   Grid() = default;
   Grid(std::initializer_list<int64_t> dims) : dims_(dims) {}
   Grid(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+  Grid(std::initializer_list<GridDim> dims, std::source_location loc = std::source_location::current());
   Grid(std::initializer_list<GridAxis> axes, std::source_location loc = std::source_location::current());
 
   const std::vector<int64_t>& dims() const { return dims_; }
   // Empty for an unnamed grid, else one per dim.
   const std::vector<std::string>& names() const { return names_; }
+  // The dims sized at call time, in order.
+  const std::vector<PrefetchDim>& prefetch_dims() const { return prefetch_dims_; }
   operator const std::vector<int64_t>&() const { return dims_; }
   size_t size() const { return dims_.size(); }
 
  private:
   std::vector<int64_t> dims_;
   std::vector<std::string> names_;
+  std::vector<PrefetchDim> prefetch_dims_;
 };
 
 struct GridSpec {

@@ -82,6 +82,14 @@ struct CheckedCores {
   bool detect_races = false;        // happens-before race detection (runtime/race_detector.h)
 };
 
+// A grid dim sized by a call argument (pl::from_prefetch): the value of operand `operand`, a rank-0
+// integer scalar-prefetch array, read on the host at every launch. `loc` wrote it in the grid.
+struct GridFromArg {
+  size_t dim = 0;
+  size_t operand = 0;
+  SourceLoc loc;
+};
+
 // A kernel ready to launch, for one signature of arguments.
 struct Executable {
   Executable() = default;
@@ -98,8 +106,9 @@ struct Executable {
   // input and the kernel sees one buffer for both.
   std::vector<std::pair<int, int>> aliases;
   // The grid (none for an mpmd_map participant, which runs once) and how its dims split over cores.
-  std::vector<int64_t> grid;
+  std::vector<int64_t> grid;  // ir::kDynamicDim where grid_from_args gives the size
   std::vector<ir::DimSemantics> semantics;
+  std::vector<GridFromArg> grid_from_args;
   bool communicates = false;  // remote copies or signals: launches on a mesh are collective
   std::unique_ptr<Backend> backend;
   CheckedCores checked;
@@ -115,6 +124,11 @@ struct Executable {
     std::vector<StepRange> ranges;
   };
   const Split& split_for(int cores) const;
+  // The grid of a launch with `args` (the call's arguments): `grid` with the sizes they give. A size
+  // the grid rule refuses (rt::grid_sizes_error) is a RuntimeError at the line that wrote the dim.
+  std::vector<int64_t> grid_of(std::span<const Array> args) const;
+  // How `grid` splits over `cores` cores: what split_for keeps for a grid known when compiling.
+  Split split_of(const std::vector<int64_t>& grid, int cores) const;
   // Memory compiled kernels allocated in earlier launches, for the next launches to reuse.
   std::vector<std::unique_ptr<Buffer>> take_arena() const;
   void give_arena(std::vector<std::unique_ptr<Buffer>> arena) const;

@@ -5,9 +5,16 @@
 
 namespace tessera::rt {
 
+std::optional<size_t> bad_grid_dim(std::span<const int64_t> sizes) {
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] < 0 || sizes[d] > INT32_MAX) return d;
+  return std::nullopt;
+}
+
 std::optional<std::string> grid_sizes_error(std::span<const int64_t> sizes, std::string_view what) {
   const std::string grid = fmt::format("({})", fmt::join(sizes, ", "));
-  for (size_t d = 0; d < sizes.size(); ++d) {
+  if (const std::optional<size_t> bad = bad_grid_dim(sizes)) {
+    const size_t d = *bad;
     if (sizes[d] < 0)
       return fmt::format("{}: grid dim {} is {} (grid {}), but grid dims must be >= 0; compute a non-negative "
                          "number of steps (0 runs none), e.g. with jnp.maximum(n, 0)",

@@ -413,7 +413,13 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
   const int cores = checked  ? exe.checked.count
                     : device ? std::max<int>(1, num_threads() / static_cast<int>(device->mesh->size()))
                              : num_threads();
-  const Executable::Split& split = exe.split_for(cores);
+  // A grid sized by the call's arguments is read now, and split for this launch alone.
+  const bool sized_at_call = !exe.grid_from_args.empty();
+  const std::vector<int64_t> sized = sized_at_call ? exe.grid_of(args) : std::vector<int64_t>();
+  const std::vector<int64_t>& grid = sized_at_call ? sized : exe.grid;
+  const Executable::Split own_split = sized_at_call ? exe.split_of(grid, cores) : Executable::Split{};
+  const Executable::Split& split = sized_at_call ? own_split : exe.split_for(cores);
+  launch.steps_per_point = steps_per_parallel_point(grid, exe.semantics);
   // Race detection: the devices of a collective launch share one detector, as they share memory.
   set_last_race_reports({});
   std::shared_ptr<RaceDetector> races;
@@ -494,7 +500,7 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
     // Each thread runs its core's range, then helps with what is left of the others' (SharedRanges).
     std::vector<SharedRanges::Range> ranges;
     for (int c = 0; c < split.active; ++c) ranges.push_back({split.ranges[c].lo, split.ranges[c].hi});
-    SharedRanges shared(std::move(ranges), steps_per_parallel_point(exe.grid, exe.semantics));
+    SharedRanges shared(std::move(ranges), launch.steps_per_point);
     run_cores(launch, split.active, [&](int thread) {
       while (!launch.cancelled()) {
         const std::optional<SharedRanges::Piece> piece = shared.next(thread);

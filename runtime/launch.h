@@ -98,6 +98,10 @@ class Launch {
   BlockWriteLog* block_writes = nullptr;
   // The seed of checked cores' on_wait copy order, when it replaces the executable's.
   std::optional<uint64_t> seed;
+  // The steps under one point of the grid's parallel dims (steps_per_parallel_point) of this launch's
+  // grid, whose sizes may be the call's (pl::from_prefetch): the unit cores share work and
+  // random_parallel_order shuffles in.
+  int64_t steps_per_point = 1;
 
  private:
   int device_;

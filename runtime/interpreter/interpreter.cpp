@@ -232,7 +232,7 @@ void Interpreter::run_parallel_points_shuffled(Frame& frame, const ir::Op& op) c
   const auto& params = fn_.params();
   Value& first = frame.env[params[params.size() - 2]];
   Value& end = frame.env[params.back()];
-  const int64_t lo = as_int(first), hi = as_int(end), per_point = std::max<int64_t>(1, options_.arbitrary_steps);
+  const int64_t lo = as_int(first), hi = as_int(end), per_point = std::max<int64_t>(1, frame.ctx.launch.steps_per_point);
   const int64_t points = (hi - lo) / per_point;
   std::vector<int64_t> order(static_cast<size_t>(points));
   for (int64_t p = 0; p < points; ++p) order[static_cast<size_t>(p)] = p;

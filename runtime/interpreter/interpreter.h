@@ -41,10 +41,9 @@ struct InterpretOptions {
   // (InterpretParams::buffer_bounds = padded).
   bool padded_buffer_bounds = false;
   // Visit the points of the grid's parallel dims in a seeded random order per core (see
-  // InterpretParams::random_parallel_order), each point's `arbitrary_steps` steps in order. The
-  // seed is the launch's (schedule exploration) or `seed`, plus the core.
+  // InterpretParams::random_parallel_order), each point's steps (Launch::steps_per_point) in order.
+  // The seed is the launch's (schedule exploration) or `seed`, plus the core.
   bool random_parallel_order = false;
-  int64_t arbitrary_steps = 1;  // the product of the grid's arbitrary dims
   uint64_t seed = 0;
 };
 

@@ -47,6 +47,18 @@ void for_each_backend(F body, pl::InterpretParams params = {}) {
     body(b.options);
   }
 }
+// Runs body(options) compiled, with every output compared against the interpreter's, then
+// interpreted with `params` and race detection; a race reported after either fails the test.
+template <class F>
+void for_each_checked_backend(F body, pl::InterpretParams params) {
+  params.detect_races = true;
+  for (const Backend& b : {Backend{"compiled", pl::CallOptions{.check_against_interpreter = true}},
+                           Backend{"interpret", interpret(params)}}) {
+    INFO("backend: " << std::string(b.name));
+    body(b.options);
+    for (const pl::RaceReport& r : pl::race_reports()) FAIL_CHECK(r.message);
+  }
+}
 // The same options with `other` fields taken from `base` (for calls that set their own fields).
 inline pl::CallOptions with_backend(pl::CallOptions options, const pl::CallOptions& backend) {
   options.interpret = backend.interpret;
