@@ -194,21 +194,32 @@ class Expander {
     return bi;
   }
 
-  // Element offsets of a block: index * block size for blocked dims, the index itself for squeezed dims.
-  // The product is 64-bit: an i32 one wrapped for offsets of 2^31 and more (arrays past 2^31
+  // The operands of a block's copy after its array and buffer: the element offsets of its window,
+  // then the sizes of its Bounded dims (`bi`: what the index map yields, indices then sizes).
+  // Offsets are index * block size for blocked dims; the index itself for squeezed dims and the start
+  // of a BoundedSlice's pl::ds; for an Element dim the offset into the padded array less the padding
+  // before it. Products are 64-bit: an i32 one wrapped for offsets of 2^31 and more (arrays past 2^31
   // elements in a dim, or a far-off index that wrapped back into range instead of faulting).
   std::vector<ValueId> starts(const std::vector<ValueId>& bi, const PipelineOperand& po) {
     std::vector<ValueId> s;
-    for (size_t d = 0; d < bi.size(); ++d) {
-      if (po.squeezed[d] || po.block[d] == 1) {
+    const size_t rank = po.block.size();
+    for (size_t d = 0; d < rank; ++d) {
+      const BlockDimKind kind = po.kind(d);
+      const int64_t pad = po.pad_lo.empty() ? 0 : po.pad_lo[d];
+      if (kind == BlockDimKind::Bounded || (kind == BlockDimKind::Element && pad == 0) ||
+          (kind == BlockDimKind::Blocked && (po.squeezed[d] || po.block[d] == 1))) {
         s.push_back(bi[d]);
         continue;
       }
       const ValueId wide = b().create_value(OpKind::Cast, {bi[d]}, Type::scalar(DType::i64), {}, loc_);
-      s.push_back(binop(OpKind::Mul, wide, constant(po.block[d], DType::i64)));
+      s.push_back(kind == BlockDimKind::Element ? binop(OpKind::Sub, wide, constant(pad, DType::i64))
+                                                : binop(OpKind::Mul, wide, constant(po.block[d], DType::i64)));
     }
+    s.insert(s.end(), bi.begin() + static_cast<std::ptrdiff_t>(rank), bi.end());
     return s;
   }
+  // How many values an operand's index map yields: one per dim, then one per Bounded dim.
+  static size_t map_width(const PipelineOperand& po) { return po.block.size() + bounded_dims(po.kinds); }
 
   ValueId any_differs(const std::vector<ValueId>& a, const std::vector<ValueId>& c, ValueId init) {
     ValueId acc = init;
@@ -295,7 +306,7 @@ class Expander {
 
   BlockCopyAttr copy_attr(const PipelineAttr& pa, size_t k) const {
     const PipelineOperand& po = pa.operands[k];
-    return BlockCopyAttr{po.name, static_cast<int64_t>(k), po.aliased, pa.id};
+    return BlockCopyAttr{po.name, static_cast<int64_t>(k), po.aliased, pa.id, po.pad_lo, po.pad_hi, po.kinds};
   }
   SourceLoc blame(const PipelineOperand& po) const { return po.loc.known() ? po.loc : loc_; }
 
@@ -316,7 +327,10 @@ class Expander {
       // A block the body only reads, that lies wholly inside an array nothing writes while the
       // pipeline runs, is read in place: no copy can be told from none then. Aliased inputs are
       // always copied, since write-backs of their output change the array under them.
-      if (!po.is_output && !po.aliased && po.space == MemorySpace::VMEM && divides(at.shape, po)) {
+      // Element and BoundedSlice windows may overlap the edges anywhere (or copy part of the block),
+      // so they are always copied.
+      const bool plain = po.kinds.empty();
+      if (plain && !po.is_output && !po.aliased && po.space == MemorySpace::VMEM && divides(at.shape, po)) {
         std::set<ValueId> refs{src_.regions[body].args[k]};
         const bool array_written = pa.id > 0 && written_anywhere(src_, view_root(src_, pipeline_operands(op).refs[k]));
         if (!writes(src_, body, refs) && !array_written) {
@@ -329,7 +343,7 @@ class Expander {
       // edge to be dropped; it is no alias of an input, so no fetch reads the array while a block is
       // half written; and nothing but the body reaches the kernel's output array, so none sees it
       // before its write-back. Blocks revisited consecutively stay where they are, as a buffer does.
-      if (outputs_in_place_ && po.is_output && !po.aliased && pa.id == 0 && po.space == MemorySpace::VMEM &&
+      if (plain && outputs_in_place_ && po.is_output && !po.aliased && pa.id == 0 && po.space == MemorySpace::VMEM &&
           divides(at.shape, po)) {
         p.kind = Plan::Kind::InPlace;
         continue;
@@ -398,7 +412,7 @@ class Expander {
     std::vector<ValueId> ring_state;  // per ring input: last fetched indices, next slot
     for (size_t k = 0; k < n; ++k) {
       if (!is_input(k, Plan::Kind::Ring)) continue;
-      for (size_t d = 0; d < pa.operands[k].block.size(); ++d) ring_state.push_back(constant(-1, DType::i32));
+      for (size_t d = 0; d < map_width(pa.operands[k]); ++d) ring_state.push_back(constant(-1, DType::i32));
       ring_state.push_back(constant(0, DType::i32));
     }
     int64_t lookahead = 0;
@@ -412,7 +426,7 @@ class Expander {
         size_t at = 0;
         for (size_t k = 0; k < n; ++k) {
           if (!is_input(k, Plan::Kind::Ring)) continue;
-          const size_t width = pa.operands[k].block.size() + 1;
+          const size_t width = map_width(pa.operands[k]) + 1;
           // Only the first count - 1 steps of this input are fetched ahead.
           const ValueId mine = binop(OpKind::Lt, u, binop(OpKind::Add, lo, constant(plans[k].count - 1, DType::index)));
           std::vector<ValueId> s(state.begin() + at, state.begin() + at + width);
@@ -437,11 +451,12 @@ class Expander {
     size_t ring_at = 0;
     for (size_t k = 0; k < n; ++k) {
       const PipelineOperand& po = pa.operands[k];
+      const size_t width = map_width(po);
       if (is_input(k, Plan::Kind::Single)) {
-        for (size_t d = 0; d < po.block.size(); ++d) inits.push_back(constant(-1, DType::i32));
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
       } else if (is_input(k, Plan::Kind::Ring)) {
-        for (size_t d = 0; d <= po.block.size(); ++d) inits.push_back(ring_state[ring_at++]);
-        for (size_t d = 0; d < po.block.size(); ++d) inits.push_back(constant(-1, DType::i32));
+        for (size_t d = 0; d <= width; ++d) inits.push_back(ring_state[ring_at++]);
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
         inits.push_back(constant(0, DType::i32));
       } else if (is_output(k, Plan::Kind::Ring)) {
         inits.push_back(constant(0, DType::i32));
@@ -464,7 +479,7 @@ class Expander {
       for (size_t k = 0; k < n; ++k) {
         const PipelineOperand& po = pa.operands[k];
         const Plan& p = plans[k];
-        const size_t rank = po.block.size();
+        const size_t rank = map_width(po);  // the state of its last index map values
         if (!po.windowed) continue;
         if (p.kind == Plan::Kind::InPlace) {
           std::vector<ValueId> operands{p.array};
@@ -523,8 +538,8 @@ class Expander {
           const PipelineOperand& po = pa.operands[k];
           const Plan& p = plans[k];
           if (!po.windowed || !po.is_output) {
-            if (is_input(k, Plan::Kind::Single)) at += po.block.size();
-            if (is_input(k, Plan::Kind::Ring)) at += 2 * po.block.size() + 2;
+            if (is_input(k, Plan::Kind::Single)) at += map_width(po);
+            if (is_input(k, Plan::Kind::Ring)) at += 2 * map_width(po) + 2;
             continue;
           }
           std::vector<ValueId> bo = block_indices(p, t, grid);
@@ -563,8 +578,8 @@ class Expander {
     size_t at = 0;
     for (size_t k = 0; k < n; ++k) {
       const PipelineOperand& po = pa.operands[k];
-      if (is_input(k, Plan::Kind::Single)) at += po.block.size();
-      else if (is_input(k, Plan::Kind::Ring)) at += 2 * po.block.size() + 2;
+      if (is_input(k, Plan::Kind::Single)) at += map_width(po);
+      else if (is_input(k, Plan::Kind::Ring)) at += 2 * map_width(po) + 2;
       else if (is_output(k, Plan::Kind::Ring)) {
         const ValueId slot = final_state[at];
         const ValueId in_flight = final_state[at + 1];

@@ -20,23 +20,10 @@ using doctest::Contains;
 
 namespace {
 
-// Compiled with every output compared against the interpreter's, and interpreted with race
-// detection and copies completed at their waits (so a missing wait shows).
-std::vector<testing::Backend> checked_backends() {
-  pl::InterpretParams p;
-  p.detect_races = true;
-  p.dma_execution_mode = pl::DmaExecutionMode::on_wait;
-  p.random_seed = 5;
-  return {{"compiled", pl::CallOptions{.check_against_interpreter = true}}, {"interpret", testing::interpret(p)}};
-}
-
+// testing::for_each_checked_backend with this file's schedule seed.
 template <class F>
 void for_each_checked_backend(F body) {
-  for (const testing::Backend& b : checked_backends()) {
-    INFO("backend: " << std::string(b.name));
-    body(b.options);
-    for (const pl::RaceReport& r : pl::race_reports()) FAIL_CHECK(r.message);
-  }
+  testing::for_each_checked_backend(body, 5);
 }
 
 constexpr int64_t kRows = 8, kCols = 16;  // block shape of the ragged tests

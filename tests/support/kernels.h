@@ -47,6 +47,21 @@ void for_each_backend(F body, pl::InterpretParams params = {}) {
     body(b.options);
   }
 }
+// Runs body(options) compiled with every output compared against the interpreter's, then
+// interpreted with race detection and copies completed at their waits in the schedule of `seed` (so
+// a missing wait shows); failures name the backend, and any race report fails the test.
+template <class F>
+void for_each_checked_backend(F body, uint64_t seed) {
+  pl::InterpretParams p;
+  p.detect_races = true;
+  p.dma_execution_mode = pl::DmaExecutionMode::on_wait;
+  p.random_seed = seed;
+  for (const Backend& b : {Backend{"compiled", pl::CallOptions{.check_against_interpreter = true}}, Backend{"interpret", interpret(p)}}) {
+    INFO("backend: " << std::string(b.name));
+    body(b.options);
+    for (const pl::RaceReport& r : pl::race_reports()) FAIL_CHECK(r.message);
+  }
+}
 // The same options with `other` fields taken from `base` (for calls that set their own fields).
 inline pl::CallOptions with_backend(pl::CallOptions options, const pl::CallOptions& backend) {
   options.interpret = backend.interpret;
