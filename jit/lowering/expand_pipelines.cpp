@@ -81,6 +81,7 @@ struct Plan {
               // whose copy nothing could observe
     Single,   // one block buffer, copied synchronously
     Ring,     // `count` block buffers with a DMA semaphore each, copied ahead asynchronously
+    Lookahead,  // a Ring input that fetches the next distinct blocks whenever a buffer is free
   };
   Kind kind = Kind::Whole;
   ValueId array = kNone;
@@ -304,6 +305,27 @@ class Expander {
     return b().function().ops[id].results;
   }
 
+  // Emits `while (cond(carried)) { carried = body(carried) }`; returns the final carried values.
+  template <class C, class F>
+  std::vector<ValueId> while_loop(const std::vector<ValueId>& inits, C cond, F body) {
+    std::vector<Type> types;
+    for (ValueId v : inits) types.push_back(b().type(v));
+    RegionId cond_r = b().create_region(types);
+    {
+      Builder::RegionScope scope(b(), cond_r);
+      const std::vector<ValueId> args = b().function().regions[cond_r].args;
+      b().create(OpKind::Yield, {cond(args)}, {}, {}, loc_);
+    }
+    RegionId body_r = b().create_region(types);
+    {
+      Builder::RegionScope scope(b(), body_r);
+      const std::vector<ValueId> args = b().function().regions[body_r].args;
+      b().create(OpKind::Yield, body(args), {}, {}, loc_);
+    }
+    OpId id = b().create(OpKind::While, inits, types, {}, loc_, {cond_r, body_r});
+    return b().function().ops[id].results;
+  }
+
   BlockCopyAttr copy_attr(const PipelineAttr& pa, size_t k) const {
     const PipelineOperand& po = pa.operands[k];
     return BlockCopyAttr{po.name, static_cast<int64_t>(k), po.aliased, pa.id, po.pad_lo, po.pad_hi, po.kinds};
@@ -354,7 +376,7 @@ class Expander {
                                     fmt::format("{} block", po.name), loc_);
         continue;
       }
-      p.kind = Plan::Kind::Ring;
+      p.kind = po.lookahead && !po.is_output ? Plan::Kind::Lookahead : Plan::Kind::Ring;
       p.count = po.buffers;
       Shape slots{po.buffers};
       slots.insert(slots.end(), po.block.begin(), po.block.end());
@@ -367,7 +389,8 @@ class Expander {
   }
 
   // The pipeline as loops (docs/design.md §4.1-6). Per step: inputs whose block index changed are
-  // fetched (a ring fetches n - 1 steps ahead and waits for the current block), the body runs, and
+  // fetched (a ring fetches n - 1 steps ahead, a lookahead ring the next distinct blocks while it has
+  // free buffers, and both wait for the current block), the body runs, and
   // outputs whose block index changes next step (or at the last step) are written back (a ring of
   // two writes back asynchronously and waits for the previous write-back before reusing its slot).
   void expand(OpId id) {
@@ -458,6 +481,14 @@ class Expander {
         for (size_t d = 0; d <= width; ++d) inits.push_back(ring_state[ring_at++]);
         for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
         inits.push_back(constant(0, DType::i32));
+      } else if (is_input(k, Plan::Kind::Lookahead)) {
+        // The next step to scan, the block values of the last one scanned, the fetches issued; the
+        // previous step's block values and the fetch number of its block.
+        inits.push_back(lo);
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
+        inits.push_back(constant(0, DType::i32));
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
+        inits.push_back(constant(-1, DType::i32));
       } else if (is_output(k, Plan::Kind::Ring)) {
         inits.push_back(constant(0, DType::i32));
         inits.push_back(constant(0, DType::i32));
@@ -502,6 +533,55 @@ class Expander {
             b().create(OpKind::FetchBlock, operands, {}, copy_attr(pa, k), blame(po));
           });
           for (ValueId v : bi) next.push_back(v);
+        } else if (p.kind == Plan::Kind::Lookahead) {
+          // Fetch number f goes to slot f % count. This step's block is fetch `cur` (one more than
+          // the previous step's if the block changed); every later fetch up to cur + count - 1 has a
+          // free slot, so the scan fetches the following distinct blocks (skipping steps that
+          // revisit the block before them) until the slots are full or the grid ends.
+          const ValueId scan_from = take(1)[0];
+          const std::vector<ValueId> scanned = take(rank);
+          const ValueId issued = take(1)[0];
+          const std::vector<ValueId> prev = take(rank);
+          const ValueId last_fetch = take(1)[0];
+          std::vector<ValueId> bi = block_indices(p, t, grid);
+          const ValueId changed = any_differs(bi, prev, first);
+          const ValueId one = constant(1, DType::i32), zero = constant(0, DType::i32);
+          const ValueId cur = binop(OpKind::Add, last_fetch, select(changed, one, zero));
+          const ValueId limit = binop(OpKind::Add, cur, constant(p.count, DType::i32));
+          std::vector<ValueId> scan_init{scan_from};
+          scan_init.insert(scan_init.end(), scanned.begin(), scanned.end());
+          scan_init.push_back(issued);
+          const std::vector<ValueId> scan = while_loop(
+              scan_init,
+              [&](const std::vector<ValueId>& s) {
+                return binop(OpKind::And, binop(OpKind::Lt, s.back(), limit), binop(OpKind::Lt, s[0], hi));
+              },
+              [&](const std::vector<ValueId>& s) {
+                const ValueId u = s[0], f = s.back();
+                const std::vector<ValueId> last(s.begin() + 1, s.end() - 1);
+                std::vector<ValueId> bu = block_indices(p, u, grid);
+                const ValueId go = any_differs(bu, last, binop(OpKind::Eq, u, lo));
+                when(go, [&] {
+                  const ValueId slot = binop(OpKind::Rem, f, constant(p.count, DType::i32));
+                  std::vector<ValueId> operands{p.array, ring_block(p, slot)};
+                  for (ValueId v : starts(bu, po)) operands.push_back(v);
+                  operands.push_back(ring_sem(p, slot));
+                  b().create(OpKind::FetchBlock, operands, {}, copy_attr(pa, k), blame(po));
+                });
+                std::vector<ValueId> out{binop(OpKind::Add, u, constant(1, DType::index))};
+                out.insert(out.end(), bu.begin(), bu.end());
+                out.push_back(binop(OpKind::Add, f, select(go, one, zero)));
+                return out;
+              });
+          const ValueId slot = binop(OpKind::Rem, cur, constant(p.count, DType::i32));
+          when(changed, [&] {
+            b().create(OpKind::DmaWait, {ring_sem(p, slot)}, {}, num_elements(po.block) * dtype_size(b().type(p.array).dtype),
+                       blame(po));
+          });
+          next.insert(next.end(), scan.begin(), scan.end());
+          next.insert(next.end(), bi.begin(), bi.end());
+          next.push_back(cur);
+          body_args[k] = squeeze(ring_block(p, slot), po);
         } else {  // Ring input: fetch count - 1 steps ahead, then wait for this step's block.
           std::vector<ValueId> fetch_state = take(rank + 1);
           std::vector<ValueId> prev = take(rank);
@@ -540,6 +620,7 @@ class Expander {
           if (!po.windowed || !po.is_output) {
             if (is_input(k, Plan::Kind::Single)) at += map_width(po);
             if (is_input(k, Plan::Kind::Ring)) at += 2 * map_width(po) + 2;
+            if (is_input(k, Plan::Kind::Lookahead)) at += 2 * map_width(po) + 3;
             continue;
           }
           std::vector<ValueId> bo = block_indices(p, t, grid);
@@ -580,6 +661,7 @@ class Expander {
       const PipelineOperand& po = pa.operands[k];
       if (is_input(k, Plan::Kind::Single)) at += map_width(po);
       else if (is_input(k, Plan::Kind::Ring)) at += 2 * map_width(po) + 2;
+      else if (is_input(k, Plan::Kind::Lookahead)) at += 2 * map_width(po) + 3;
       else if (is_output(k, Plan::Kind::Ring)) {
         const ValueId slot = final_state[at];
         const ValueId in_flight = final_state[at + 1];
