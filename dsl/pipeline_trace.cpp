@@ -68,6 +68,15 @@ ir::PipelineOperand pipeline_operand(const PipelineContext& pc, const BlockSpec&
                      "computed"
                    : "use pl::Buffered(n) with n >= 1",
             loc);
+  po.lookahead = spec.lookahead();
+  if (po.lookahead && output)
+    pc.fail(fmt::format("{} asks for lookahead, which outputs do not support", name),
+            fmt::format("pl::Buffered({}, true) on an output", po.buffers),
+            "drop use_lookahead on the output; it fetches inputs ahead, and outputs are only written back", loc);
+  if (po.lookahead && po.buffers < 2)
+    pc.fail(fmt::format("{} asks for lookahead with {} block buffer", name, po.buffers),
+            fmt::format("pl::Buffered({}, true)", po.buffers),
+            "use pl::Buffered(n, true) with n >= 2: lookahead fills the buffers the current block does not use", loc);
   if (!spec.block_shape()) {
     po.block = shape;
     po.squeezed.assign(shape.size(), false);
@@ -83,9 +92,24 @@ ir::PipelineOperand pipeline_operand(const PipelineContext& pc, const BlockSpec&
       pc.fail(fmt::format("block dims of {} must be positive", name),
               fmt::format("block dim {} is {} (array shape {})", d, bs[d].size, shape_tuple_str(shape)),
               "use sizes >= 1, or pl::squeezed", loc);
+    if (bs[d].padding.first < 0 || bs[d].padding.second < 0)
+      pc.fail(fmt::format("the pl::Element padding of {} must be >= 0", name),
+              fmt::format("padding ({}, {}) in block dim {}", bs[d].padding.first, bs[d].padding.second, d),
+              "pad by zero or more elements before and after the array", loc);
     po.block.push_back(bs[d].size);
     po.squeezed.push_back(bs[d].is_squeezed);
+    po.kinds.push_back(bs[d].kind);
+    po.pad_lo.push_back(bs[d].padding.first);
+    po.pad_hi.push_back(bs[d].padding.second);
   }
+  // Plain blocks keep the IR as it was: no per-dim vectors.
+  bool plain = true, padded = false;
+  for (size_t d = 0; d < bs.size(); ++d) {
+    plain &= bs[d].kind == ir::BlockDimKind::Blocked;
+    padded |= bs[d].padding != std::pair<int64_t, int64_t>{0, 0};
+  }
+  if (plain) po.kinds.clear();
+  if (!padded) po.pad_lo.clear(), po.pad_hi.clear();
   return po;
 }
 
@@ -99,10 +123,13 @@ ir::RegionId trace_index_map(TraceContext& ctx, const PipelineContext& pc, const
   TraceContext::Scope scope(ctx, r, fmt::format("the index map of {}", po.name));
   ctx.grids.push_back(pc.grid);
   const std::vector<ir::ValueId> args = ctx.builder().function().regions[r].args;  // a copy: tracing adds regions
-  std::vector<ir::ValueId> yielded;
+  std::vector<ir::ValueId> yielded, sizes;  // the indices, then one size per Bounded dim
   if (!spec.index_map()) {
-    for (size_t d = 0; d < po.block.size(); ++d)
+    for (size_t d = 0; d < po.block.size(); ++d) {
       yielded.push_back(constant(ctx, ir::Literal::of_int(0), Type::scalar(DType::i32), loc).id());
+      if (po.kind(d) == ir::BlockDimKind::Bounded)
+        sizes.push_back(constant(ctx, ir::Literal::of_int(po.block[d]), Type::scalar(DType::i32), loc).id());
+    }
   } else {
     const IndexMap& map = *spec.index_map();
     const int expected = static_cast<int>(rank + pc.prefetch.size());
@@ -115,14 +142,13 @@ ir::RegionId trace_index_map(TraceContext& ctx, const PipelineContext& pc, const
     std::vector<IndexArg> margs;
     for (size_t d = 0; d < rank; ++d) margs.emplace_back(Value::wrap(ctx, args[d]), static_cast<int>(d), loc);
     for (size_t k = 0; k < pc.prefetch.size(); ++k) margs.emplace_back(pc.prefetch[k], static_cast<int>(rank + k), loc);
-    std::vector<Operand> result = map.fn(margs);
+    std::vector<MapIndex> result = map.fn(margs);
     if (result.size() != po.block.size())
       pc.fail(fmt::format("the index map of {} returns {} index(es) for an array of rank {}", po.name, result.size(),
                           po.block.size()),
               fmt::format("block shape ({})", fmt::join(po.block, ", ")),
               "return one block index per array dim with pl::idx(...)", loc);
-    for (size_t d = 0; d < result.size(); ++d) {
-      const Operand& o = result[d];
+    auto scalar = [&](const Operand& o, size_t d) {
       if (o.is_literal() && o.literal().is_float)
         pc.fail(fmt::format("the index map of {} returns a float index", po.name),
                 fmt::format("{} at position {}", o.literal().f, d), "return integer block indices", loc);
@@ -132,9 +158,33 @@ ir::RegionId trace_index_map(TraceContext& ctx, const PipelineContext& pc, const
                 fmt::format("{} at position {}", describe(v), d), "return i32 scalars (e.g. grid indices, ids[i])", loc);
       v = cast_to(v, DType::i32, loc);
       ctx.check_visible(v.id(), "an index map", loc);
-      yielded.push_back(v.id());
+      return v.id();
+    };
+    for (size_t d = 0; d < result.size(); ++d) {
+      const MapIndex& m = result[d];
+      const bool bounded = po.kind(d) == ir::BlockDimKind::Bounded;
+      if (bounded && !m.size)
+        pc.fail(fmt::format("the index map of {} returns an index for a pl::BoundedSlice dim", po.name),
+                fmt::format("an index at position {}, whose block dim is pl::BoundedSlice({})", d, po.block[d]),
+                "return pl::ds(start, size) for a BoundedSlice dim, size <= the bound", loc);
+      if (!bounded && m.size)
+        pc.fail(fmt::format("the index map of {} returns a slice for a dim that is not a pl::BoundedSlice", po.name),
+                fmt::format("pl::ds(...) at position {}", d),
+                "return a block index (or an element offset for pl::Element), or make the block dim pl::BoundedSlice(n)",
+                loc);
+      if (bounded && m.stride != 1)
+        pc.fail(fmt::format("the index map of {} returns a strided slice", po.name),
+                fmt::format("pl::ds(start, size, {}) at position {}", m.stride, d), "return pl::ds(start, size)", loc);
+      if (bounded && m.size->is_literal() && !m.size->literal().is_float &&
+          (m.size->literal().i < 0 || m.size->literal().i > po.block[d]))
+        pc.fail(fmt::format("the index map of {} returns a slice over its pl::BoundedSlice bound", po.name),
+                fmt::format("pl::ds(..., {}) at position {}, whose bound is {}", m.size->literal().i, d, po.block[d]),
+                fmt::format("return a size in [0, {}], or raise the bound", po.block[d]), loc);
+      yielded.push_back(scalar(m.index, d));
+      if (bounded) sizes.push_back(scalar(*m.size, d));
     }
   }
+  yielded.insert(yielded.end(), sizes.begin(), sizes.end());
   ctx.builder().create(OpKind::Yield, yielded, {}, {}, loc);
   ctx.grids.pop_back();
   return r;

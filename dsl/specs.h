@@ -5,6 +5,11 @@
 //   pl::BlockSpec()                               the whole array as one block (VMEM)
 //   pl::BlockSpec(pl::ANY)                        the whole array, unwindowed, reachable by DMA only
 //   pl::BlockSpec({bm, bk}, map, pl::Buffered(3)) three block buffers: two blocks fetched ahead
+//   pl::Buffered(3, true)                         lookahead: the next distinct blocks fetched ahead
+//   pl::BlockSpec({pl::Element(10, {1, 1})}, [](pl::Value i) { return pl::idx(i * 8); })
+//                                                 an element offset into the array padded by (1, 1)
+//   pl::BlockSpec({pl::BoundedSlice(8), 4}, [&](pl::Value g) { return pl::idx(pl::ds(s[g], n[g]), 0); })
+//                                                 a run-time slice of at most 8 rows
 //   pl::VMEM({bm, bn}, pl::f32), pl::SMEM(...)    scratch shapes
 //   pl::SemaphoreType::DMA, ::REGULAR, DMA({n})   semaphores as scratch
 //   pl::GridSpec{.grid, .in_specs, .out_specs, .scratch_shapes}
@@ -87,21 +92,46 @@ class ScratchShape {
 struct Squeezed {};
 inline constexpr Squeezed squeezed{};
 
-// One dim of a block shape: a size, or pl::squeezed.
+// pl::Element(n, {lo, hi}): a window of n elements whose index map value is the offset of its first
+// element (not a block index), into the array padded by lo elements before and hi after (padding
+// reads as uninitialised memory; writes to it are dropped). For overlapping windows: convolutions,
+// ragged offsets.
+struct Element {
+  int64_t block_size;
+  std::pair<int64_t, int64_t> padding{0, 0};
+  Element(int64_t n, std::pair<int64_t, int64_t> pad = {0, 0}) : block_size(n), padding(pad) {}
+};
+
+// pl::BoundedSlice(n): the index map returns pl::ds(start, size) for the dim, size <= n known only
+// when the kernel runs; the kernel's ref has n elements there, of which the first `size` are the
+// slice (the rest is not copied in or out).
+struct BoundedSlice {
+  int64_t block_size;
+  explicit BoundedSlice(int64_t n) : block_size(n) {}
+};
+
+// One dim of a block shape: a size, pl::squeezed, pl::Element or pl::BoundedSlice.
 struct BlockDim {
   int64_t size = 1;
   bool is_squeezed = false;
+  ir::BlockDimKind kind = ir::BlockDimKind::Blocked;
+  std::pair<int64_t, int64_t> padding{0, 0};  // pl::Element's
   BlockDim(int64_t s) : size(s) {}
   BlockDim(int s) : size(s) {}
   BlockDim(Squeezed) : size(1), is_squeezed(true) {}
+  BlockDim(Element e) : size(e.block_size), kind(ir::BlockDimKind::Element), padding(e.padding) {}
+  BlockDim(BoundedSlice b) : size(b.block_size), kind(ir::BlockDimKind::Bounded) {}
 };
 
 // pl::Buffered(n), a BlockSpec's pipeline mode: n block buffers, so the next n - 1 blocks are fetched
 // while the body runs (outputs: at most 2). emit_pipeline's default is 2; pallas_call's own blocks
-// are copied synchronously (1) unless a spec asks for more.
+// are copied synchronously (1) unless a spec asks for more. pl::Buffered(n, true) (Pallas's
+// use_lookahead=True, inputs only) fetches the next *distinct* blocks, however many steps ahead,
+// as soon as a buffer is free, instead of the blocks of the next n - 1 steps.
 struct Buffered {
   int64_t buffer_count;
-  explicit Buffered(int64_t n) : buffer_count(n) {}
+  bool use_lookahead = false;
+  explicit Buffered(int64_t n, bool lookahead = false) : buffer_count(n), use_lookahead(lookahead) {}
 };
 
 // An index-map argument: a grid index (converts to pl::Value) or a scalar-prefetch ref (pl::Ref).
@@ -118,31 +148,58 @@ class IndexArg {
   SourceLoc spec_;
 };
 
+// pl::ds(start, size) with a size known only when the kernel runs: an index map's value for a
+// pl::BoundedSlice dim (a ref cannot be indexed with it).
+struct BoundedDs {
+  Operand start;
+  Operand size;
+};
+inline BoundedDs ds(const Operand& start, const Value& size) { return BoundedDs{start, Operand(size, SourceLoc{})}; }
+
+// One value of an index map: an index, or a slice (pl::ds) for a pl::BoundedSlice dim.
+struct MapIndex {
+  Operand index;
+  std::optional<Operand> size;  // set for a slice
+  int64_t stride = 1;
+  MapIndex(Operand i) : index(std::move(i)) {}
+  MapIndex(const Slice& s) : index(s.start), size(Operand(s.size)), stride(s.stride) {}
+  MapIndex(const BoundedDs& s) : index(s.start), size(s.size) {}
+};
+
 // The block indices an index map returns.
 class Idx {
  public:
-  Idx(std::vector<Operand> indices) : indices_(std::move(indices)) {}
-  const std::vector<Operand>& indices() const { return indices_; }
+  Idx(std::vector<MapIndex> indices) : indices_(std::move(indices)) {}
+  const std::vector<MapIndex>& indices() const { return indices_; }
 
  private:
-  std::vector<Operand> indices_;
+  std::vector<MapIndex> indices_;
 };
+namespace detail {
+template <class I>
+MapIndex map_index(const I& i) {
+  if constexpr (std::is_same_v<I, Slice> || std::is_same_v<I, BoundedDs>) return MapIndex(i);
+  else return MapIndex(Operand(i));
+}
+}  // namespace detail
 template <class... I>
 Idx idx(const I&... indices) {
-  return Idx(std::vector<Operand>{Operand(indices)...});
+  return Idx(std::vector<MapIndex>{detail::map_index(indices)...});
 }
 
 namespace detail {
-inline std::vector<Operand> index_map_result(const Idx& i) { return i.indices(); }
-inline std::vector<Operand> index_map_result(const Value& v) { return {Operand(v, SourceLoc{})}; }
-inline std::vector<Operand> index_map_result(const std::vector<Value>& vs) {
-  std::vector<Operand> out;
-  for (const Value& v : vs) out.emplace_back(v, SourceLoc{});
+inline std::vector<MapIndex> index_map_result(const Idx& i) { return i.indices(); }
+inline std::vector<MapIndex> index_map_result(const Value& v) { return {Operand(v, SourceLoc{})}; }
+inline std::vector<MapIndex> index_map_result(const std::vector<Value>& vs) {
+  std::vector<MapIndex> out;
+  for (const Value& v : vs) out.emplace_back(Operand(v, SourceLoc{}));
   return out;
 }
+inline std::vector<MapIndex> index_map_result(const Slice& s) { return {MapIndex(s)}; }
+inline std::vector<MapIndex> index_map_result(const BoundedDs& s) { return {MapIndex(s)}; }
 template <class T>
   requires std::is_integral_v<T>
-std::vector<Operand> index_map_result(T v) {
+std::vector<MapIndex> index_map_result(T v) {
   return {Operand(static_cast<int64_t>(v))};
 }
 }  // namespace detail
@@ -150,7 +207,7 @@ std::vector<Operand> index_map_result(T v) {
 // A type-erased index map with its arity.
 struct IndexMap {
   int arity = 0;
-  std::function<std::vector<Operand>(std::span<IndexArg>)> fn;
+  std::function<std::vector<MapIndex>(std::span<IndexArg>)> fn;
 };
 
 class BlockSpec {
@@ -173,7 +230,7 @@ class BlockSpec {
   BlockSpec(std::vector<BlockDim> block_shape, F index_map, Buffered mode,
             std::source_location loc = std::source_location::current())
       : block_shape_(std::move(block_shape)), index_map_(wrap(std::move(index_map))), buffers_(mode.buffer_count),
-        loc_(loc) {}
+        lookahead_(mode.use_lookahead), loc_(loc) {}
   // Blocks of `block_shape` always at block index 0.
   BlockSpec(std::vector<BlockDim> block_shape, std::source_location loc = std::source_location::current())
       : block_shape_(std::move(block_shape)), loc_(loc) {}
@@ -182,6 +239,7 @@ class BlockSpec {
   const std::optional<IndexMap>& index_map() const { return index_map_; }
   std::optional<MemorySpace> memory_space() const { return space_; }
   std::optional<int64_t> buffer_count() const { return buffers_; }
+  bool lookahead() const { return lookahead_; }
   SourceLoc loc() const { return loc_; }
 
  private:
@@ -200,6 +258,7 @@ class BlockSpec {
   std::optional<IndexMap> index_map_;
   std::optional<MemorySpace> space_;
   std::optional<int64_t> buffers_;
+  bool lookahead_ = false;
   SourceLoc loc_;
 };
 

@@ -152,10 +152,10 @@ namespace {
 // path with poison and clipping.
 void move_block(bool fetch, std::byte* array, std::span<const int64_t> array_shape, std::span<const int64_t> strides,
                 std::byte* block, std::span<const int64_t> block_shape, std::span<const int64_t> starts, DType dtype,
-                bool zero, const std::string& name) {
+                bool zero, const std::string& name, const BlockWindow& window) {
   const size_t rank = array_shape.size();
   const int64_t es = dtype_size(dtype);
-  bool whole = rank <= 16;
+  bool whole = rank <= 16 && window.sizes.empty();
   int64_t offset = 0;
   for (size_t d = 0; whole && d < rank; ++d) {
     whole = starts[d] >= 0 && starts[d] + block_shape[d] <= array_shape[d];
@@ -174,8 +174,8 @@ void move_block(bool fetch, std::byte* array, std::span<const int64_t> array_sha
   const RefView a{&array_buffer, 0, Shape(array_shape.begin(), array_shape.end()),
                   std::vector<int64_t>(strides.begin(), strides.end())};
   const RefView b = RefView::whole(block_buffer);
-  if (fetch) fetch_block(a, b, starts, zero, name);
-  else writeback_block(b, a, starts, name);
+  if (fetch) fetch_block(a, b, starts, zero, name, window);
+  else writeback_block(b, a, starts, name, window);
 }
 
 int32_t block_copy(CoreContext* core, int32_t op, bool fetch, std::byte* array, const int64_t* array_strides,
@@ -187,11 +187,13 @@ int32_t block_copy(CoreContext* core, int32_t op, bool fetch, std::byte* array, 
   const Type& block_type = core->fn->type(operands.block);
   const size_t rank = array_type.shape.size();
   const std::span<const int64_t> at(starts, rank), strides(array_strides, rank);
-  if (!fetch) check_revisit(*core, attr, at);
+  const BlockWindow window(attr, std::span<const int64_t>(starts + rank, ir::bounded_dims(attr.kinds)));
+  // A BoundedSlice of size 0 writes nothing back, so it is no revisit of the block at its start.
+  if (!fetch && std::find(window.sizes.begin(), window.sizes.end(), 0) == window.sizes.end()) check_revisit(*core, attr, at);
   if (!block) return 0;  // an output block written in place: recorded for the revisit check, nothing to move
   if (!sem) {
     move_block(fetch, array, array_type.shape, strides, block, block_type.shape, at, array_type.dtype,
-               core->zero_uninitialized, attr.name);
+               core->zero_uninitialized, attr.name, window);
     return 0;
   }
   // Asynchronous: a DMA of the block's bytes toward the semaphore; it owns copies of what it needs.
@@ -208,8 +210,8 @@ int32_t block_copy(CoreContext* core, int32_t op, bool fetch, std::byte* array, 
   copy.move = [fetch, array, block, dtype = array_type.dtype, zero = core->zero_uninitialized, name = &attr.name,
                array_shape = array_type.shape, block_shape = block_type.shape,
                strides = std::vector<int64_t>(strides.begin(), strides.end()),
-               starts = std::vector<int64_t>(at.begin(), at.end())] {
-    move_block(fetch, array, array_shape, strides, block, block_shape, starts, dtype, zero, *name);
+               starts = std::vector<int64_t>(at.begin(), at.end()), window] {
+    move_block(fetch, array, array_shape, strides, block, block_shape, starts, dtype, zero, *name, window);
   };
   core->dma.start(std::move(copy));
   return 0;

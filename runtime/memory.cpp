@@ -305,23 +305,67 @@ std::optional<std::string> block_start_error(const Shape& shape, std::span<const
   return std::nullopt;
 }
 
-// The part of a block window at `starts` that lies inside the array; faults when the window starts
-// outside it.
-static Shape in_bounds_box(const RefView& array, const Shape& block, std::span<const int64_t> starts,
-                           const std::string& what) {
-  if (auto error = block_start_error(array.shape, starts, what)) throw Fault(*error);
-  Shape box(block.size());
-  for (size_t d = 0; d < block.size(); ++d) box[d] = std::min(block[d], array.shape[d] - starts[d]);
+std::optional<std::string> block_box(const Shape& array, const Shape& block, std::span<const int64_t> starts,
+                                     const BlockWindow& window, const std::string& what, BlockBox& box) {
+  const size_t rank = array.size();
+  box.array_at.assign(rank, 0);
+  box.block_at.assign(rank, 0);
+  box.shape.assign(rank, 0);
+  size_t bounded = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    const ir::BlockDimKind kind = window.kinds.empty() ? ir::BlockDimKind::Blocked : window.kinds[d];
+    const int64_t lo = window.pad_lo.empty() ? 0 : window.pad_lo[d], hi = window.pad_hi.empty() ? 0 : window.pad_hi[d];
+    int64_t extent = block[d];
+    if (kind == ir::BlockDimKind::Bounded) {
+      extent = window.sizes[bounded++];
+      if (extent < 0 || extent > block[d])
+        return fmt::format("block of {}: the pl::BoundedSlice of dimension {} has bound {}, but its index map returned "
+                           "pl::ds({}, {}), whose size is {}. Return a size in [0, {}], or raise the bound",
+                           what, d, block[d], starts[d], extent, extent < 0 ? "negative" : "over the bound", block[d]);
+      if (starts[d] < 0 || starts[d] > array[d] - extent)
+        return fmt::format("block of {} out of bounds: the index map returned pl::ds({}, {}) for dimension {} (a "
+                           "pl::BoundedSlice), but the array has shape {}; the slice must lie in [0, {})",
+                           what, starts[d], extent, d, shape_tuple_str(array), array[d]);
+    } else if (kind == ir::BlockDimKind::Element) {
+      if (starts[d] < -lo || starts[d] >= std::max<int64_t>(array[d] + hi, 1 - lo))
+        return fmt::format("block of {} out of bounds: dimension {} is a pl::Element dim and its index map returned "
+                           "element offset {}, but the array{} has {} elements there (shape {}); valid offsets are "
+                           "[0, {}). An Element dim's index map returns the offset of the window's first element "
+                           "(into the padded array), not a block index",
+                           what, d, starts[d] + lo, lo || hi ? fmt::format(" padded by ({}, {})", lo, hi) : "",
+                           array[d] + lo + hi, shape_tuple_str(array), std::max<int64_t>(array[d] + lo + hi, 1));
+    } else if (!block_start_valid(starts[d], array[d])) {
+      return block_start_error(array, starts, what);
+    }
+    const int64_t first = std::max<int64_t>(starts[d], 0);
+    const int64_t end = std::min(starts[d] + extent, array[d]);
+    box.array_at[d] = first;
+    box.block_at[d] = first - starts[d];
+    box.shape[d] = std::max<int64_t>(end - first, 0);
+  }
+  return std::nullopt;
+}
+
+// The box of a window, faulting when the window is invalid.
+static BlockBox checked_box(const RefView& array, const Shape& block, std::span<const int64_t> starts,
+                            const BlockWindow& window, const std::string& what) {
+  BlockBox box;
+  if (auto error = block_box(array.shape, block, starts, window, what, box)) throw Fault(*error);
   return box;
 }
 
+static int64_t box_offset(std::span<const int64_t> at, const std::vector<int64_t>& strides) {
+  int64_t offset = 0;
+  for (size_t d = 0; d < at.size(); ++d) offset += at[d] * strides[d];
+  return offset;
+}
+
 void fetch_block(const RefView& array, const RefView& block, std::span<const int64_t> starts, bool zero_poison,
-                 const std::string& what) {
-  Shape box = in_bounds_box(array, block.shape, starts, what);
-  if (box != block.shape) fill_poison(block, zero_poison);
-  int64_t src_off = 0;
-  for (size_t d = 0; d < starts.size(); ++d) src_off += starts[d] * array.strides[d];
-  copy_box(block.address(0), block.strides, array.read_address(src_off), array.strides, box,
+                 const std::string& what, const BlockWindow& window) {
+  const BlockBox box = checked_box(array, block.shape, starts, window, what);
+  if (box.shape != block.shape) fill_poison(block, zero_poison);
+  copy_box(block.address(box_offset(box.block_at, block.strides)), block.strides,
+           array.read_address(box_offset(box.array_at, array.strides)), array.strides, box.shape,
            dtype_size(array.buffer->dtype));
 }
 
@@ -333,11 +377,10 @@ RefView block_view(const RefView& array, const Shape& block, std::span<const int
 }
 
 void writeback_block(const RefView& block, const RefView& array, std::span<const int64_t> starts,
-                     const std::string& what) {
-  Shape box = in_bounds_box(array, block.shape, starts, what);
-  int64_t dst_off = 0;
-  for (size_t d = 0; d < starts.size(); ++d) dst_off += starts[d] * array.strides[d];
-  copy_box(array.address(dst_off), array.strides, block.read_address(0), block.strides, box,
+                     const std::string& what, const BlockWindow& window) {
+  const BlockBox box = checked_box(array, block.shape, starts, window, what);
+  copy_box(array.address(box_offset(box.array_at, array.strides)), array.strides,
+           block.read_address(box_offset(box.block_at, block.strides)), block.strides, box.shape,
            dtype_size(array.buffer->dtype));
 }
 

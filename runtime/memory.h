@@ -130,15 +130,40 @@ inline bool block_start_valid(int64_t start, int64_t dim) { return start >= 0 &&
 // dim); otherwise the error message, naming `what`.
 std::optional<std::string> block_start_error(const Shape& shape, std::span<const int64_t> starts, const std::string& what);
 
+// How a pipeline block copy places its window besides its starts (docs/design.md §4.2): the dim
+// kinds and pl::Element padding of its BlockCopyAttr, and the run-time sizes of its Bounded dims
+// (pl::BoundedSlice). Empty: every dim a plain block.
+struct BlockWindow {
+  std::vector<ir::BlockDimKind> kinds;  // empty or one per dim
+  std::vector<int64_t> pad_lo, pad_hi;  // empty or one per dim
+  std::vector<int64_t> sizes;           // one per Bounded dim, in dim order
+  BlockWindow() = default;
+  BlockWindow(const ir::BlockCopyAttr& attr, std::span<const int64_t> bounded_sizes)
+      : kinds(attr.kinds), pad_lo(attr.pad_lo), pad_hi(attr.pad_hi), sizes(bounded_sizes.begin(), bounded_sizes.end()) {}
+};
+// The part of a window at `starts` that a copy moves: per dim, its first element in the array and in
+// the block, and how many. A Blocked dim copies the block's size, a Bounded one its run-time size;
+// the box is clipped to the array (for an Element dim, a start in the padding before it is negative).
+// The error message (naming `what`) when the window is invalid: a Blocked dim must start inside the
+// array (0 <= start < dim: at least one element in bounds), an Element dim inside the padded array
+// (-pad_lo <= start < dim + pad_hi), and a Bounded dim's slice must lie in the array with
+// 0 <= size <= the block's size.
+struct BlockBox {
+  std::vector<int64_t> array_at, block_at;
+  Shape shape;
+};
+std::optional<std::string> block_box(const Shape& array, const Shape& block, std::span<const int64_t> starts,
+                                     const BlockWindow& window, const std::string& what, BlockBox& box);
+
 // Block copies of the pipeline (docs/design.md §4.2-5): `block` has the window's full-rank shape.
-// fetch: array window at `starts` -> block, out-of-array elements poisoned; faults unless
-// 0 <= start < dim in every dim (at least one element in bounds).
+// fetch: array window at `starts` -> block, elements outside the box poisoned; faults on an invalid
+// window (block_box).
 void fetch_block(const RefView& array, const RefView& block, std::span<const int64_t> starts, bool zero_poison,
-                 const std::string& what);
+                 const std::string& what, const BlockWindow& window = {});
 // block_view: the whole block at `starts` as a view of the array; faults like fetch_block.
 RefView block_view(const RefView& array, const Shape& block, std::span<const int64_t> starts, const std::string& what);
-// writeback: block -> array window at `starts`, out-of-array elements dropped.
+// writeback: block -> array window at `starts`, elements outside the box dropped.
 void writeback_block(const RefView& block, const RefView& array, std::span<const int64_t> starts,
-                     const std::string& what);
+                     const std::string& what, const BlockWindow& window = {});
 
 }  // namespace tessera::rt

@@ -427,15 +427,17 @@ std::vector<RaceReport> RaceDetector::reports() const {
   return impl_->reports;
 }
 
-std::pair<RefView, RefView> block_copy_windows(const RefView& array, const RefView& block, std::span<const int64_t> starts) {
+std::pair<RefView, RefView> block_copy_windows(const RefView& array, const RefView& block, std::span<const int64_t> starts,
+                                               const BlockWindow& window) {
+  BlockBox box;
+  if (block_box(array.shape, block.shape, starts, window, "", box))
+    return {RefView{array.buffer, 0, {0}, {1}}, RefView{block.buffer, 0, {0}, {1}}};
   RefView in_array = array, in_block = block;
-  in_array.shape = block.shape;
-  for (size_t d = 0; d < starts.size() && d < block.shape.size(); ++d) {
-    if (starts[d] < 0 || (starts[d] >= array.shape[d] && array.shape[d] > 0)) return {RefView{array.buffer, 0, {0}, {1}}, RefView{block.buffer, 0, {0}, {1}}};
-    in_array.shape[d] = std::max<int64_t>(0, std::min(block.shape[d], array.shape[d] - starts[d]));
-    in_array.offset += starts[d] * array.strides[d];
+  in_array.shape = in_block.shape = box.shape;
+  for (size_t d = 0; d < box.shape.size(); ++d) {
+    in_array.offset += box.array_at[d] * array.strides[d];
+    in_block.offset += box.block_at[d] * block.strides[d];
   }
-  in_block.shape = in_array.shape;
   return {in_array, in_block};
 }
 

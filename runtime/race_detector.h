@@ -107,9 +107,10 @@ class RaceDetector {
 };
 
 // The windows a block copy between `array` and the block buffer `block` (at element `starts` of the
-// array, one per dim) moves: the in-bounds part of the block's window of the array, and the same
-// elements of the block. Empty windows when a start is outside the array (the copy faults).
-std::pair<RefView, RefView> block_copy_windows(const RefView& array, const RefView& block, std::span<const int64_t> starts);
+// array, one per dim, placed by `window`) moves: the box of the block's window in the array, and the
+// same elements of the block. Empty windows when the window is invalid (the copy faults).
+std::pair<RefView, RefView> block_copy_windows(const RefView& array, const RefView& block, std::span<const int64_t> starts,
+                                               const BlockWindow& window = {});
 
 // The races of a shard_map's launches: the detector each collective launch shares between its
 // devices (by the launch's sequence number in the shard_map), and every report of the shard_map's

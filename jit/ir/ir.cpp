@@ -26,6 +26,21 @@ std::string_view dim_semantics_name(DimSemantics s) {
   return "?";
 }
 
+std::string_view block_dim_kind_name(BlockDimKind k) {
+  switch (k) {
+    case BlockDimKind::Blocked: return "blocked";
+    case BlockDimKind::Element: return "element";
+    case BlockDimKind::Bounded: return "bounded";
+  }
+  return "?";
+}
+
+size_t bounded_dims(const std::vector<BlockDimKind>& kinds) {
+  size_t n = 0;
+  for (BlockDimKind k : kinds) n += k == BlockDimKind::Bounded;
+  return n;
+}
+
 size_t PipelineAttr::dynamic_dims() const {
   size_t n = 0;
   for (int64_t g : grid) n += g == kDynamicDim;

@@ -101,6 +101,18 @@ enum class DimSemantics : uint8_t { Parallel, Arbitrary };
 std::string_view dim_semantics_name(DimSemantics s);
 
 // How a pipeline presents one operand to its body.
+// How an index map's value for one dim places a block window (docs/design.md §4.1).
+enum class BlockDimKind : uint8_t {
+  Blocked,  // a block index: the window starts at index * block size
+  Element,  // pl::Element: an element offset into the array padded by (pad_lo, pad_hi)
+  Bounded,  // pl::BoundedSlice: a pl::ds(start, size), size <= the block size known when the kernel runs
+};
+
+std::string_view block_dim_kind_name(BlockDimKind k);  // "blocked", "element", "bounded"
+// How many dims are Bounded: an index map yields their sizes after its rank indices, a block copy
+// takes them after its starts, both in dim order.
+size_t bounded_dims(const std::vector<BlockDimKind>& kinds);
+
 struct PipelineOperand {
   std::string name;            // "input 0", "output 1": used in errors
   bool windowed = true;        // false: the body gets the whole array ref (memory space ANY)
@@ -111,6 +123,10 @@ struct PipelineOperand {
   bool aliased = false;        // in an input_output_aliases pair (an output may then be revisited)
   SourceLoc loc;               // where its BlockSpec was written: blamed for its block copies
   int64_t buffers = 1;         // block buffers: 1 copies synchronously; n > 1 prefetches n - 1 blocks ahead
+  bool lookahead = false;      // a ring input that fetches the next distinct blocks as soon as a slot is free
+  std::vector<BlockDimKind> kinds;      // empty (every dim Blocked) or one per dim
+  std::vector<int64_t> pad_lo, pad_hi;  // empty or one per dim: pl::Element padding before and after the array
+  BlockDimKind kind(size_t d) const { return kinds.empty() ? BlockDimKind::Blocked : kinds[d]; }
   bool operator==(const PipelineOperand&) const = default;
 };
 // A grid dim whose size is known only when the kernel runs: the pipeline op takes it as an operand
@@ -132,6 +148,13 @@ struct BlockCopyAttr {
   int64_t operand = 0;    // index among the pipeline's operands
   bool aliased = false;   // writeback: revisits are allowed
   int64_t pipeline = 0;   // the pipeline's id (PipelineAttr::id)
+  // Empty or one per dim: the window may start up to pad_lo before the array and up to pad_hi after
+  // its end (pl::Element padding: fetches read poison there, write-backs drop it).
+  std::vector<int64_t> pad_lo, pad_hi;
+  // Empty (every dim Blocked) or the operand's kind of each dim. A Bounded dim's copied extent is a
+  // run-time size operand, given after the starts in dim order (pl::BoundedSlice); the rest of the
+  // block in that dim is not copied.
+  std::vector<BlockDimKind> kinds;
   bool operator==(const BlockCopyAttr&) const = default;
 };
 

@@ -55,8 +55,14 @@ BlockCopyOperands block_copy_operands(const Function& fn, const Op& op) {
   expect(op, {OpKind::FetchBlock, OpKind::WritebackBlock}, 2);
   const bool fetch = op.kind == OpKind::FetchBlock;
   const size_t starts_end = 2 + fn.type(op.operands[0]).shape.size();
-  expect(op, {op.kind}, starts_end);
-  return {fetch, op.operands[fetch ? 0 : 1], op.operands[fetch ? 1 : 0], from(op, 2, starts_end), at_or_none(op, starts_end)};
+  const size_t sizes_end = starts_end + bounded_dims(std::get<BlockCopyAttr>(op.attr).kinds);
+  expect(op, {op.kind}, sizes_end);
+  return {fetch,
+          op.operands[fetch ? 0 : 1],
+          op.operands[fetch ? 1 : 0],
+          from(op, 2, starts_end),
+          from(op, starts_end, sizes_end),
+          at_or_none(op, sizes_end)};
 }
 
 DmaOperands dma_operands(const Op& op) {

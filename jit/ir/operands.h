@@ -56,6 +56,7 @@ struct BlockCopyOperands {
   bool fetch;
   ValueId array, block;
   OperandSpan starts;
+  OperandSpan sizes;  // one per BlockCopyAttr::bounded dim
   ValueId sem;
   ValueId src() const { return fetch ? array : block; }
   ValueId dst() const { return fetch ? block : array; }

@@ -628,13 +628,19 @@ class Parser {
       }
       case OpKind::FetchBlock:
       case OpKind::WritebackBlock: {
-        // fetch_block "name" [#p] [aliased] %src -> %dst at [starts] [signal %sem]
+        // fetch_block "name" [#p] [aliased] [pad=[lo:hi, ...]] [dims=[kind, ...]] %src -> %dst at [starts]
+        //   [size [sizes]] [signal %sem]
         no_results();
         self().attr = block_copy_attr();
         self().operands.push_back(use());
         expect("->");
         self().operands.push_back(use());
         block_starts(self());
+        if (accept("size")) {  // [size [sizes]]: one per bounded dim
+          expect("[");
+          for (ValueId v : uses()) self().operands.push_back(v);
+          expect("]");
+        }
         if (accept("signal")) self().operands.push_back(use());
         end_line(&self());
         return;
@@ -772,21 +778,46 @@ class Parser {
         expect("block");
         expect("=");
         expect("[");
+        // A dim: 8, squeezed, element(8), element(8, lo:hi) or bounded(8).
         do {
+          BlockDimKind kind = BlockDimKind::Blocked;
+          int64_t lo = 0, hi = 0;
+          po.squeezed.push_back(false);
           if (accept("squeezed")) {
             po.block.push_back(1);
-            po.squeezed.push_back(true);
+            po.squeezed.back() = true;
+          } else if (accept("element") || accept("bounded")) {
+            kind = text_[pos_ - 1] == 't' ? BlockDimKind::Element : BlockDimKind::Bounded;
+            expect("(");
+            po.block.push_back(integer());
+            if (kind == BlockDimKind::Element && accept(",")) {
+              lo = integer();
+              expect(":");
+              hi = integer();
+            }
+            expect(")");
           } else {
             po.block.push_back(integer());
-            po.squeezed.push_back(false);
           }
+          po.kinds.push_back(kind);
+          po.pad_lo.push_back(lo);
+          po.pad_hi.push_back(hi);
         } while (accept(","));
         expect("]");
+        // As the front end makes them: no per-dim vectors when every dim is a plain block.
+        bool plain = true, padded = false;
+        for (size_t d = 0; d < po.kinds.size(); ++d) {
+          plain &= po.kinds[d] == BlockDimKind::Blocked;
+          padded |= po.pad_lo[d] != 0 || po.pad_hi[d] != 0;
+        }
+        if (plain) po.kinds.clear();
+        if (!padded) po.pad_lo.clear(), po.pad_hi.clear();
         po.space = memory_space("the block's memory space (vmem, smem, ...)");
         if (accept("buffers")) {
           expect("=");
           po.buffers = integer();
         }
+        po.lookahead = accept("lookahead");
       }
       po.aliased = accept("aliased");
       expect("}");
@@ -810,6 +841,27 @@ class Parser {
     b.name = string();
     if (accept("#")) b.pipeline = integer();
     b.aliased = accept("aliased");
+    if (accept("pad")) {  // pad=[lo:hi, ...]
+      expect("=");
+      expect("[");
+      do {
+        b.pad_lo.push_back(integer());
+        expect(":");
+        b.pad_hi.push_back(integer());
+      } while (accept(","));
+      expect("]");
+    }
+    if (accept("dims")) {  // dims=[blocked|element|bounded, ...]
+      expect("=");
+      expect("[");
+      do {
+        if (accept("blocked")) b.kinds.push_back(BlockDimKind::Blocked);
+        else if (accept("element")) b.kinds.push_back(BlockDimKind::Element);
+        else if (accept("bounded")) b.kinds.push_back(BlockDimKind::Bounded);
+        else fail("`blocked`, `element` or `bounded`");
+      } while (accept(","));
+      expect("]");
+    }
     auto& numbers = operand_numbers_[b.pipeline];
     b.operand = numbers.emplace(b.name, static_cast<int64_t>(numbers.size())).first->second;
     return b;

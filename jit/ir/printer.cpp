@@ -55,10 +55,22 @@ std::string attr_str(const Attr& attr) {
         s += fmt::format(" {{\"{}\"", o.name);
         if (o.windowed) {
           std::vector<std::string> dims;
-          for (size_t i = 0; i < o.block.size(); ++i)
-            dims.push_back(o.squeezed[i] ? std::string("squeezed") : fmt::format("{}", o.block[i]));
+          for (size_t i = 0; i < o.block.size(); ++i) {
+            const bool padded = !o.pad_lo.empty() && (o.pad_lo[i] != 0 || o.pad_hi[i] != 0);
+            switch (o.kind(i)) {
+              case BlockDimKind::Blocked:
+                dims.push_back(o.squeezed[i] ? std::string("squeezed") : fmt::format("{}", o.block[i]));
+                break;
+              case BlockDimKind::Element:
+                dims.push_back(padded ? fmt::format("element({}, {}:{})", o.block[i], o.pad_lo[i], o.pad_hi[i])
+                                      : fmt::format("element({})", o.block[i]));
+                break;
+              case BlockDimKind::Bounded: dims.push_back(fmt::format("bounded({})", o.block[i])); break;
+            }
+          }
           s += fmt::format(" block=[{}] {}", fmt::join(dims, ", "), memory_space_name(o.space));
           if (o.buffers > 1) s += fmt::format(" buffers={}", o.buffers);
+          if (o.lookahead) s += " lookahead";
         } else {
           s += " whole";
         }
@@ -69,8 +81,19 @@ std::string attr_str(const Attr& attr) {
     }
     std::string operator()(const DeviceAttr& d) const { return d.logical ? "logical" : "mesh"; }
     std::string operator()(const BlockCopyAttr& b) const {
-      return fmt::format("\"{}\"{}{}", b.name, b.pipeline > 0 ? fmt::format(" #{}", b.pipeline) : "",
-                         b.aliased ? " aliased" : "");
+      std::string s = fmt::format("\"{}\"{}{}", b.name, b.pipeline > 0 ? fmt::format(" #{}", b.pipeline) : "",
+                                  b.aliased ? " aliased" : "");
+      if (!b.pad_lo.empty()) {
+        std::vector<std::string> pads;
+        for (size_t d = 0; d < b.pad_lo.size(); ++d) pads.push_back(fmt::format("{}:{}", b.pad_lo[d], b.pad_hi[d]));
+        s += fmt::format(" pad=[{}]", fmt::join(pads, ", "));
+      }
+      if (!b.kinds.empty()) {
+        std::vector<std::string_view> kinds;
+        for (BlockDimKind k : b.kinds) kinds.push_back(block_dim_kind_name(k));
+        s += fmt::format(" dims=[{}]", fmt::join(kinds, ", "));
+      }
+      return s;
     }
   };
   return std::visit(Visitor{}, attr);
@@ -307,6 +330,7 @@ class Printer {
         const BlockCopyOperands operands = block_copy_operands(fn_, o);
         out_ += fmt::format("{} {} {} -> {} at [{}]", mnemonic(o.kind), attr_str(o.attr), use(operands.src()),
                             use(operands.dst()), uses(operands.starts));
+        if (!operands.sizes.empty()) out_ += fmt::format(" size [{}]", uses(operands.sizes));
         if (operands.sem != kNone) out_ += fmt::format(" signal {}", use(operands.sem));
         end_line(o);
         return;

@@ -499,6 +499,14 @@ class Verifier {
                 "block rank must equal the array rank");
           check(po.buffers >= 1 && (!po.is_output || po.buffers <= 2), id,
                 "an operand has 1 or more block buffers, an output at most 2");
+          check(!po.lookahead || (!po.is_output && po.buffers >= 2), id, "only an input ring of 2 or more buffers looks ahead");
+          check(po.kinds.empty() || po.kinds.size() == arr.shape.size(), id, "no block dim kinds, or one per dim");
+          check(po.pad_lo.size() == po.pad_hi.size() && (po.pad_lo.empty() || po.pad_lo.size() == arr.shape.size()), id,
+                "no padding, or one (lo, hi) pair per dim");
+          for (size_t d = 0; d < po.pad_lo.size(); ++d)
+            check(po.pad_lo[d] >= 0 && po.pad_hi[d] >= 0 &&
+                      (po.kind(d) == BlockDimKind::Element || (po.pad_lo[d] == 0 && po.pad_hi[d] == 0)),
+                  id, "only pl::Element dims are padded, by amounts >= 0");
           Shape visible;
           for (size_t d = 0; d < po.block.size(); ++d)
             if (!po.squeezed[d]) visible.push_back(po.block[d]);
@@ -508,7 +516,8 @@ class Verifier {
           check(map.args.size() == pa->grid.size(), id, "an index map takes one index per grid dim");
           for (ValueId a : map.args) check(t(a) == Type::scalar(DType::i32), id, "grid indices are i32");
           const Op* y = yield_of(o.regions[r]);
-          check(y && y->operands.size() == po.block.size(), id, "an index map yields one index per array dim");
+          check(y && y->operands.size() == po.block.size() + bounded_dims(po.kinds), id,
+                "an index map yields one index per array dim, then one size per bounded dim");
           for (ValueId v : y->operands) check(t(v) == Type::scalar(DType::i32), id, "block indices are i32");
           ++r;
         }
@@ -530,12 +539,17 @@ class Verifier {
         const Type& b = t(o.operands[1]);
         check(a.is_ref() && b.is_ref() && a.dtype == b.dtype && a.rank() == b.rank(), id,
               "source and destination must be refs of one dtype and rank");
-        const size_t starts_end = 2 + static_cast<size_t>(a.rank());
-        check(o.operands.size() == starts_end || o.operands.size() == starts_end + 1, id,
-              "one start per dim, then an optional semaphore");
         check(std::holds_alternative<BlockCopyAttr>(o.attr), id, "needs a block copy attribute");
-        expect_index_scalars(id, 2, starts_end);
-        if (o.operands.size() > starts_end) expect_semaphore(id, starts_end, DType::dma_sem);
+        const auto& attr = std::get<BlockCopyAttr>(o.attr);
+        check(attr.pad_lo.size() == attr.pad_hi.size() && (attr.pad_lo.empty() || attr.pad_lo.size() == static_cast<size_t>(a.rank())),
+              id, "no padding, or one (lo, hi) pair per dim");
+        check(attr.kinds.empty() || attr.kinds.size() == static_cast<size_t>(a.rank()), id, "no dim kinds, or one per dim");
+        const size_t starts_end = 2 + static_cast<size_t>(a.rank());
+        const size_t sizes_end = starts_end + bounded_dims(attr.kinds);
+        check(o.operands.size() == sizes_end || o.operands.size() == sizes_end + 1, id,
+              "one start per dim, one size per bounded dim, then an optional semaphore");
+        expect_index_scalars(id, 2, sizes_end);
+        if (o.operands.size() > sizes_end) expect_semaphore(id, sizes_end, DType::dma_sem);
         return;
       }
       case OpKind::BlockView: {

@@ -254,7 +254,8 @@ void Emitter::emit_block_copy(ir::OpId id) {
   if (!in_place && block.strides != row_major(block.shape))
     throw InternalError("codegen", "a pipeline block buffer must be contiguous", ir::print_op(fn_, id));
   if (!in_place) flush_readers(fetch ? block.root : array.root);
-  llvm::Value* starts = i64_starts(operands.starts);
+  // The runtime reads the Bounded dims' sizes after the starts (they follow them in the operands).
+  llvm::Value* starts = i64_starts(ir::OperandSpan(operands.starts.data(), operands.starts.size() + operands.sizes.size()));
   llvm::Value* sem = operands.sem != ir::kNone ? ref(operands.sem).base : llvm::ConstantPointerNull::get(b_.getPtrTy());
   llvm::Value* opid = b_.getInt32(static_cast<int32_t>(id));
   llvm::Value* strides = i64_array(array.strides);

@@ -81,6 +81,7 @@ struct Plan {
               // whose copy nothing could observe
     Single,   // one block buffer, copied synchronously
     Ring,     // `count` block buffers with a DMA semaphore each, copied ahead asynchronously
+    Lookahead,  // a Ring input that fetches the next distinct blocks whenever a buffer is free
   };
   Kind kind = Kind::Whole;
   ValueId array = kNone;
@@ -194,21 +195,32 @@ class Expander {
     return bi;
   }
 
-  // Element offsets of a block: index * block size for blocked dims, the index itself for squeezed dims.
-  // The product is 64-bit: an i32 one wrapped for offsets of 2^31 and more (arrays past 2^31
+  // The operands of a block's copy after its array and buffer: the element offsets of its window,
+  // then the sizes of its Bounded dims (`bi`: what the index map yields, indices then sizes).
+  // Offsets are index * block size for blocked dims; the index itself for squeezed dims and the start
+  // of a BoundedSlice's pl::ds; for an Element dim the offset into the padded array less the padding
+  // before it. Products are 64-bit: an i32 one wrapped for offsets of 2^31 and more (arrays past 2^31
   // elements in a dim, or a far-off index that wrapped back into range instead of faulting).
   std::vector<ValueId> starts(const std::vector<ValueId>& bi, const PipelineOperand& po) {
     std::vector<ValueId> s;
-    for (size_t d = 0; d < bi.size(); ++d) {
-      if (po.squeezed[d] || po.block[d] == 1) {
+    const size_t rank = po.block.size();
+    for (size_t d = 0; d < rank; ++d) {
+      const BlockDimKind kind = po.kind(d);
+      const int64_t pad = po.pad_lo.empty() ? 0 : po.pad_lo[d];
+      if (kind == BlockDimKind::Bounded || (kind == BlockDimKind::Element && pad == 0) ||
+          (kind == BlockDimKind::Blocked && (po.squeezed[d] || po.block[d] == 1))) {
         s.push_back(bi[d]);
         continue;
       }
       const ValueId wide = b().create_value(OpKind::Cast, {bi[d]}, Type::scalar(DType::i64), {}, loc_);
-      s.push_back(binop(OpKind::Mul, wide, constant(po.block[d], DType::i64)));
+      s.push_back(kind == BlockDimKind::Element ? binop(OpKind::Sub, wide, constant(pad, DType::i64))
+                                                : binop(OpKind::Mul, wide, constant(po.block[d], DType::i64)));
     }
+    s.insert(s.end(), bi.begin() + static_cast<std::ptrdiff_t>(rank), bi.end());
     return s;
   }
+  // How many values an operand's index map yields: one per dim, then one per Bounded dim.
+  static size_t map_width(const PipelineOperand& po) { return po.block.size() + bounded_dims(po.kinds); }
 
   ValueId any_differs(const std::vector<ValueId>& a, const std::vector<ValueId>& c, ValueId init) {
     ValueId acc = init;
@@ -293,9 +305,30 @@ class Expander {
     return b().function().ops[id].results;
   }
 
+  // Emits `while (cond(carried)) { carried = body(carried) }`; returns the final carried values.
+  template <class C, class F>
+  std::vector<ValueId> while_loop(const std::vector<ValueId>& inits, C cond, F body) {
+    std::vector<Type> types;
+    for (ValueId v : inits) types.push_back(b().type(v));
+    RegionId cond_r = b().create_region(types);
+    {
+      Builder::RegionScope scope(b(), cond_r);
+      const std::vector<ValueId> args = b().function().regions[cond_r].args;
+      b().create(OpKind::Yield, {cond(args)}, {}, {}, loc_);
+    }
+    RegionId body_r = b().create_region(types);
+    {
+      Builder::RegionScope scope(b(), body_r);
+      const std::vector<ValueId> args = b().function().regions[body_r].args;
+      b().create(OpKind::Yield, body(args), {}, {}, loc_);
+    }
+    OpId id = b().create(OpKind::While, inits, types, {}, loc_, {cond_r, body_r});
+    return b().function().ops[id].results;
+  }
+
   BlockCopyAttr copy_attr(const PipelineAttr& pa, size_t k) const {
     const PipelineOperand& po = pa.operands[k];
-    return BlockCopyAttr{po.name, static_cast<int64_t>(k), po.aliased, pa.id};
+    return BlockCopyAttr{po.name, static_cast<int64_t>(k), po.aliased, pa.id, po.pad_lo, po.pad_hi, po.kinds};
   }
   SourceLoc blame(const PipelineOperand& po) const { return po.loc.known() ? po.loc : loc_; }
 
@@ -316,7 +349,10 @@ class Expander {
       // A block the body only reads, that lies wholly inside an array nothing writes while the
       // pipeline runs, is read in place: no copy can be told from none then. Aliased inputs are
       // always copied, since write-backs of their output change the array under them.
-      if (!po.is_output && !po.aliased && po.space == MemorySpace::VMEM && divides(at.shape, po)) {
+      // Element and BoundedSlice windows may overlap the edges anywhere (or copy part of the block),
+      // so they are always copied.
+      const bool plain = po.kinds.empty();
+      if (plain && !po.is_output && !po.aliased && po.space == MemorySpace::VMEM && divides(at.shape, po)) {
         std::set<ValueId> refs{src_.regions[body].args[k]};
         const bool array_written = pa.id > 0 && written_anywhere(src_, view_root(src_, pipeline_operands(op).refs[k]));
         if (!writes(src_, body, refs) && !array_written) {
@@ -329,7 +365,7 @@ class Expander {
       // edge to be dropped; it is no alias of an input, so no fetch reads the array while a block is
       // half written; and nothing but the body reaches the kernel's output array, so none sees it
       // before its write-back. Blocks revisited consecutively stay where they are, as a buffer does.
-      if (outputs_in_place_ && po.is_output && !po.aliased && pa.id == 0 && po.space == MemorySpace::VMEM &&
+      if (plain && outputs_in_place_ && po.is_output && !po.aliased && pa.id == 0 && po.space == MemorySpace::VMEM &&
           divides(at.shape, po)) {
         p.kind = Plan::Kind::InPlace;
         continue;
@@ -340,7 +376,7 @@ class Expander {
                                     fmt::format("{} block", po.name), loc_);
         continue;
       }
-      p.kind = Plan::Kind::Ring;
+      p.kind = po.lookahead && !po.is_output ? Plan::Kind::Lookahead : Plan::Kind::Ring;
       p.count = po.buffers;
       Shape slots{po.buffers};
       slots.insert(slots.end(), po.block.begin(), po.block.end());
@@ -353,7 +389,8 @@ class Expander {
   }
 
   // The pipeline as loops (docs/design.md §4.1-6). Per step: inputs whose block index changed are
-  // fetched (a ring fetches n - 1 steps ahead and waits for the current block), the body runs, and
+  // fetched (a ring fetches n - 1 steps ahead, a lookahead ring the next distinct blocks while it has
+  // free buffers, and both wait for the current block), the body runs, and
   // outputs whose block index changes next step (or at the last step) are written back (a ring of
   // two writes back asynchronously and waits for the previous write-back before reusing its slot).
   void expand(OpId id) {
@@ -398,7 +435,7 @@ class Expander {
     std::vector<ValueId> ring_state;  // per ring input: last fetched indices, next slot
     for (size_t k = 0; k < n; ++k) {
       if (!is_input(k, Plan::Kind::Ring)) continue;
-      for (size_t d = 0; d < pa.operands[k].block.size(); ++d) ring_state.push_back(constant(-1, DType::i32));
+      for (size_t d = 0; d < map_width(pa.operands[k]); ++d) ring_state.push_back(constant(-1, DType::i32));
       ring_state.push_back(constant(0, DType::i32));
     }
     int64_t lookahead = 0;
@@ -412,7 +449,7 @@ class Expander {
         size_t at = 0;
         for (size_t k = 0; k < n; ++k) {
           if (!is_input(k, Plan::Kind::Ring)) continue;
-          const size_t width = pa.operands[k].block.size() + 1;
+          const size_t width = map_width(pa.operands[k]) + 1;
           // Only the first count - 1 steps of this input are fetched ahead.
           const ValueId mine = binop(OpKind::Lt, u, binop(OpKind::Add, lo, constant(plans[k].count - 1, DType::index)));
           std::vector<ValueId> s(state.begin() + at, state.begin() + at + width);
@@ -437,12 +474,21 @@ class Expander {
     size_t ring_at = 0;
     for (size_t k = 0; k < n; ++k) {
       const PipelineOperand& po = pa.operands[k];
+      const size_t width = map_width(po);
       if (is_input(k, Plan::Kind::Single)) {
-        for (size_t d = 0; d < po.block.size(); ++d) inits.push_back(constant(-1, DType::i32));
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
       } else if (is_input(k, Plan::Kind::Ring)) {
-        for (size_t d = 0; d <= po.block.size(); ++d) inits.push_back(ring_state[ring_at++]);
-        for (size_t d = 0; d < po.block.size(); ++d) inits.push_back(constant(-1, DType::i32));
+        for (size_t d = 0; d <= width; ++d) inits.push_back(ring_state[ring_at++]);
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
         inits.push_back(constant(0, DType::i32));
+      } else if (is_input(k, Plan::Kind::Lookahead)) {
+        // The next step to scan, the block values of the last one scanned, the fetches issued; the
+        // previous step's block values and the fetch number of its block.
+        inits.push_back(lo);
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
+        inits.push_back(constant(0, DType::i32));
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
+        inits.push_back(constant(-1, DType::i32));
       } else if (is_output(k, Plan::Kind::Ring)) {
         inits.push_back(constant(0, DType::i32));
         inits.push_back(constant(0, DType::i32));
@@ -464,7 +510,7 @@ class Expander {
       for (size_t k = 0; k < n; ++k) {
         const PipelineOperand& po = pa.operands[k];
         const Plan& p = plans[k];
-        const size_t rank = po.block.size();
+        const size_t rank = map_width(po);  // the state of its last index map values
         if (!po.windowed) continue;
         if (p.kind == Plan::Kind::InPlace) {
           std::vector<ValueId> operands{p.array};
@@ -487,6 +533,55 @@ class Expander {
             b().create(OpKind::FetchBlock, operands, {}, copy_attr(pa, k), blame(po));
           });
           for (ValueId v : bi) next.push_back(v);
+        } else if (p.kind == Plan::Kind::Lookahead) {
+          // Fetch number f goes to slot f % count. This step's block is fetch `cur` (one more than
+          // the previous step's if the block changed); every later fetch up to cur + count - 1 has a
+          // free slot, so the scan fetches the following distinct blocks (skipping steps that
+          // revisit the block before them) until the slots are full or the grid ends.
+          const ValueId scan_from = take(1)[0];
+          const std::vector<ValueId> scanned = take(rank);
+          const ValueId issued = take(1)[0];
+          const std::vector<ValueId> prev = take(rank);
+          const ValueId last_fetch = take(1)[0];
+          std::vector<ValueId> bi = block_indices(p, t, grid);
+          const ValueId changed = any_differs(bi, prev, first);
+          const ValueId one = constant(1, DType::i32), zero = constant(0, DType::i32);
+          const ValueId cur = binop(OpKind::Add, last_fetch, select(changed, one, zero));
+          const ValueId limit = binop(OpKind::Add, cur, constant(p.count, DType::i32));
+          std::vector<ValueId> scan_init{scan_from};
+          scan_init.insert(scan_init.end(), scanned.begin(), scanned.end());
+          scan_init.push_back(issued);
+          const std::vector<ValueId> scan = while_loop(
+              scan_init,
+              [&](const std::vector<ValueId>& s) {
+                return binop(OpKind::And, binop(OpKind::Lt, s.back(), limit), binop(OpKind::Lt, s[0], hi));
+              },
+              [&](const std::vector<ValueId>& s) {
+                const ValueId u = s[0], f = s.back();
+                const std::vector<ValueId> last(s.begin() + 1, s.end() - 1);
+                std::vector<ValueId> bu = block_indices(p, u, grid);
+                const ValueId go = any_differs(bu, last, binop(OpKind::Eq, u, lo));
+                when(go, [&] {
+                  const ValueId slot = binop(OpKind::Rem, f, constant(p.count, DType::i32));
+                  std::vector<ValueId> operands{p.array, ring_block(p, slot)};
+                  for (ValueId v : starts(bu, po)) operands.push_back(v);
+                  operands.push_back(ring_sem(p, slot));
+                  b().create(OpKind::FetchBlock, operands, {}, copy_attr(pa, k), blame(po));
+                });
+                std::vector<ValueId> out{binop(OpKind::Add, u, constant(1, DType::index))};
+                out.insert(out.end(), bu.begin(), bu.end());
+                out.push_back(binop(OpKind::Add, f, select(go, one, zero)));
+                return out;
+              });
+          const ValueId slot = binop(OpKind::Rem, cur, constant(p.count, DType::i32));
+          when(changed, [&] {
+            b().create(OpKind::DmaWait, {ring_sem(p, slot)}, {}, num_elements(po.block) * dtype_size(b().type(p.array).dtype),
+                       blame(po));
+          });
+          next.insert(next.end(), scan.begin(), scan.end());
+          next.insert(next.end(), bi.begin(), bi.end());
+          next.push_back(cur);
+          body_args[k] = squeeze(ring_block(p, slot), po);
         } else {  // Ring input: fetch count - 1 steps ahead, then wait for this step's block.
           std::vector<ValueId> fetch_state = take(rank + 1);
           std::vector<ValueId> prev = take(rank);
@@ -523,8 +618,9 @@ class Expander {
           const PipelineOperand& po = pa.operands[k];
           const Plan& p = plans[k];
           if (!po.windowed || !po.is_output) {
-            if (is_input(k, Plan::Kind::Single)) at += po.block.size();
-            if (is_input(k, Plan::Kind::Ring)) at += 2 * po.block.size() + 2;
+            if (is_input(k, Plan::Kind::Single)) at += map_width(po);
+            if (is_input(k, Plan::Kind::Ring)) at += 2 * map_width(po) + 2;
+            if (is_input(k, Plan::Kind::Lookahead)) at += 2 * map_width(po) + 3;
             continue;
           }
           std::vector<ValueId> bo = block_indices(p, t, grid);
@@ -563,8 +659,9 @@ class Expander {
     size_t at = 0;
     for (size_t k = 0; k < n; ++k) {
       const PipelineOperand& po = pa.operands[k];
-      if (is_input(k, Plan::Kind::Single)) at += po.block.size();
-      else if (is_input(k, Plan::Kind::Ring)) at += 2 * po.block.size() + 2;
+      if (is_input(k, Plan::Kind::Single)) at += map_width(po);
+      else if (is_input(k, Plan::Kind::Ring)) at += 2 * map_width(po) + 2;
+      else if (is_input(k, Plan::Kind::Lookahead)) at += 2 * map_width(po) + 3;
       else if (is_output(k, Plan::Kind::Ring)) {
         const ValueId slot = final_state[at];
         const ValueId in_flight = final_state[at + 1];

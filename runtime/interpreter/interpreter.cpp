@@ -602,16 +602,19 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
       const ir::BlockCopyOperands operands = ir::block_copy_operands(fn_, op);
       const RefView& src = ref(val(operands.src()));
       const RefView& dst = ref(val(operands.dst()));
-      std::vector<int64_t> starts;
+      std::vector<int64_t> starts, sizes;
       for (ir::ValueId s : operands.starts) starts.push_back(as_int(val(s)));
+      for (ir::ValueId s : operands.sizes) sizes.push_back(as_int(val(s)));
+      const BlockWindow window(attr, sizes);
       const bool fetch = operands.fetch;
-      if (!fetch) check_revisit(frame.ctx, attr, starts);
+      // A BoundedSlice of size 0 writes nothing back, so it is no revisit of the block at its start.
+      if (!fetch && std::find(sizes.begin(), sizes.end(), 0) == sizes.end()) check_revisit(frame.ctx, attr, starts);
       if (BlockWriteLog* log = frame.ctx.launch.block_writes; log && !fetch && attr.pipeline == 0)
         log->add({attr.operand, starts, src.shape, frame.ctx.point});
       // What the copy reads and writes, for race detection: the block's in-bounds part of the array.
       std::pair<RefView, RefView> moved;  // (source, destination)
       if (frame.ctx.races) {
-        auto [in_array, in_block] = block_copy_windows(fetch ? src : dst, fetch ? dst : src, starts);
+        auto [in_array, in_block] = block_copy_windows(fetch ? src : dst, fetch ? dst : src, starts, window);
         moved = fetch ? std::pair(in_array, dst) : std::pair(in_block, in_array);
         if (operands.sem == ir::kNone) {
           note(frame.ctx, AccessKind::read, moved.first, op.loc);
@@ -619,15 +622,15 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
         }
       }
       const bool zero = options_.zero_uninitialized;
-      auto move = [fetch, src, dst, starts, zero, name = attr.name] {
+      auto move = [fetch, src, dst, starts, window, zero, name = attr.name] {
         if (fetch) {
-          fetch_block(src, dst, starts, zero, name);
+          fetch_block(src, dst, starts, zero, name, window);
           return;
         }
         // Memory nobody wrote is poison (docs/design.md §4.6): once its block is written back, the
         // buffer holds the next block, which no step has written yet, so a step that skips writing
         // its block shows poison there instead of the block before it.
-        writeback_block(src, dst, starts, name);
+        writeback_block(src, dst, starts, name, window);
         if (src.buffer != dst.buffer) fill_poison(src, zero);
       };
       if (operands.sem == ir::kNone) {

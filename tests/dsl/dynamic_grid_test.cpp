@@ -20,14 +20,10 @@ using doctest::Contains;
 
 namespace {
 
-// Compiled, checked against the interpreter; interpreted with race detection and copies completed
-// at their waits (so a missing wait shows).
+// testing::for_each_checked_backend with this file's schedule seed.
 template <class F>
 void for_each_checked_backend(F body) {
-  pl::InterpretParams p;
-  p.dma_execution_mode = pl::DmaExecutionMode::on_wait;
-  p.random_seed = 5;
-  testing::for_each_checked_backend(body, p);
+  testing::for_each_checked_backend(body, 5);
 }
 
 constexpr int64_t kRows = 8, kCols = 16;  // block shape of the ragged tests

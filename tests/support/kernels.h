@@ -59,6 +59,15 @@ void for_each_checked_backend(F body, pl::InterpretParams params) {
     for (const pl::RaceReport& r : pl::race_reports()) FAIL_CHECK(r.message);
   }
 }
+// The same, interpreted with copies completed at their waits in the schedule of `seed` (so a
+// missing wait shows).
+template <class F>
+void for_each_checked_backend(F body, uint64_t seed) {
+  pl::InterpretParams p;
+  p.dma_execution_mode = pl::DmaExecutionMode::on_wait;
+  p.random_seed = seed;
+  for_each_checked_backend(body, p);
+}
 // The same options with `other` fields taken from `base` (for calls that set their own fields).
 inline pl::CallOptions with_backend(pl::CallOptions options, const pl::CallOptions& backend) {
   options.interpret = backend.interpret;
