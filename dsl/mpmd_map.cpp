@@ -121,10 +121,7 @@ void MpmdImpl::validate(std::span<const Array> args, SourceLoc loc) const {
                        spec_.pairs[p].kernel.arity, ni + no + ns, ni, no, ns),
            "make every kernel take one pl::Ref per input, output and scratch buffer, in that order", spec_.pairs[p].loc);
   check_out_shapes(spec_.out_shapes);
-  if (const auto& ip = spec_.options.interpret; ip && ip->num_schedules != 1)
-    fail("InterpretParams::num_schedules explores schedules of a pallas_call; an mpmd_map runs one",
-         fmt::format("num_schedules = {}", ip->num_schedules),
-         "leave num_schedules at 1 and vary random_seed (with on_wait copies) to try other copy orders", loc);
+  check_num_schedules(spec_.options, spec_.loc);
   check_aliases(spec_.options.input_output_aliases, args, std::nullopt, spec_.out_shapes, loc);
   for (size_t k = 0; k < ns; ++k)
     if (!shared(spec_.scratch_shapes[k]))
@@ -227,6 +224,13 @@ std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, 
 
 std::vector<Array> MpmdImpl::run(std::span<const Array> args, SourceLoc loc) {
   const std::shared_ptr<const Programs> progs = programs(args, loc);
+  // Schedule exploration: the whole group of participants under each seed (no grid: no block writes).
+  if (const auto& ip = spec_.options.interpret; ip && ip->num_schedules > 1)
+    return explore_schedules(
+        [&](uint64_t seed, rt::BlockWriteLog&) {
+          return rt::launch_together(title(), progs->participants, args, {.seed = seed});
+        },
+        ip->random_seed, ip->num_schedules, 0, title(), loc);
   std::vector<Array> outs = rt::launch_together(title(), progs->participants, args);
   if (!progs->references.empty())
     compare_with_interpreter(outs, rt::launch_together(title(), progs->references, args), nullptr, 0,

@@ -107,7 +107,8 @@ class MpmdCall : public detail::ArrayCall<MpmdCall<Result>, Result> {
   std::shared_ptr<detail::MpmdImpl> impl_;
 };
 
-// options: name, interpret (InterpretParams: uninitialized_memory, dma_execution_mode, random_seed),
+// options: name, interpret (InterpretParams: uninitialized_memory, dma_execution_mode, random_seed,
+// num_schedules: with on_wait copies, N seeded interleavings of the participants, as a pallas_call's),
 // input_output_aliases, cost_estimate, debug. compiler_params.dimension_semantics must stay empty:
 // the grid is the mesh. compiler_params.collective_id gives every participant a barrier semaphore of
 // its own (pl::get_barrier_semaphore), which the others of its mesh signal with pl::semaphore_signal

@@ -178,15 +178,7 @@ void CallImpl::validate(std::span<const Array> args, SourceLoc loc) const {
     fail("InterpretParams::num_cores_or_threads must be >= 1",
          fmt::format("{}", spec_.options.interpret->num_cores_or_threads), "use 1 or more cores", spec_.loc);
   check_out_shapes(spec_.out_shapes);
-  if (const auto& ip = spec_.options.interpret) {
-    if (ip->num_schedules < 1)
-      fail("InterpretParams::num_schedules must be >= 1", fmt::format("{}", ip->num_schedules),
-           "use 1 to run one schedule, or more to explore several", spec_.loc);
-    if (ip->num_schedules > 1 && ip->dma_execution_mode != DmaExecutionMode::on_wait)
-      fail("InterpretParams::num_schedules explores the order in which copies complete, which eager copies do not have",
-           fmt::format("num_schedules = {} with dma_execution_mode = eager", ip->num_schedules),
-           "set .dma_execution_mode = pl::DmaExecutionMode::on_wait", spec_.loc);
-  }
+  check_num_schedules(spec_.options, spec_.loc);
   check_aliases(spec_.options.input_output_aliases, args, np, spec_.out_shapes, loc);
   for (size_t k = 0; k < spec_.scratch_shapes.size(); ++k)
     check_allocatable(spec_.scratch_shapes[k], fmt::format("scratch {}", k), title());

@@ -56,6 +56,18 @@ void CallBase::check_out_shapes(const std::vector<ShapeDtype>& out_shapes) const
            "give every dim as a size >= 0, small enough that the output's bytes fit in memory", out_shapes[k].loc);
 }
 
+void CallBase::check_num_schedules(const CallOptions& options, SourceLoc loc) const {
+  const std::optional<InterpretParams>& ip = options.interpret;
+  if (!ip) return;
+  if (ip->num_schedules < 1)
+    fail("InterpretParams::num_schedules must be >= 1", fmt::format("{}", ip->num_schedules),
+         "use 1 to run one schedule, or more to explore several", loc);
+  if (ip->num_schedules > 1 && ip->dma_execution_mode != DmaExecutionMode::on_wait)
+    fail("InterpretParams::num_schedules explores the order in which copies complete, which eager copies do not have",
+         fmt::format("num_schedules = {} with dma_execution_mode = eager", ip->num_schedules),
+         "set .dma_execution_mode = pl::DmaExecutionMode::on_wait", loc);
+}
+
 void CallBase::check_aliases(const std::map<int, int>& aliases, std::span<const Array> args,
                              std::optional<int> num_prefetch, const std::vector<ShapeDtype>& out_shapes,
                              SourceLoc loc) const {
@@ -193,6 +205,15 @@ void compare_with_interpreter(std::span<const Array> compiled, std::span<const A
 
 std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const Array> args, uint64_t first_seed,
                                      int64_t count, int num_inputs, const std::string& title, SourceLoc loc) {
+  return explore_schedules(
+      [&](uint64_t seed, rt::BlockWriteLog& writes) {
+        return rt::launch(exe, args, {.block_writes = &writes, .seed = seed});
+      },
+      first_seed, count, num_inputs, title, loc);
+}
+
+std::vector<Array> explore_schedules(const ScheduleRun& run, uint64_t first_seed, int64_t count, int num_inputs,
+                                     const std::string& title, SourceLoc loc) {
   auto replay = [](uint64_t seed) {
     return fmt::format("with InterpretParams{{.dma_execution_mode = pl::DmaExecutionMode::on_wait, "
                        ".random_seed = {}, .num_schedules = 1}}",
@@ -204,7 +225,7 @@ std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const 
     rt::BlockWriteLog writes;
     std::vector<Array> outs;
     try {
-      outs = rt::launch(exe, args, {.block_writes = &writes, .seed = seed});
+      outs = run(seed, writes);
     } catch (const RuntimeError& e) {
       throw RuntimeError(fmt::format("{}\n  schedule: random_seed={} ({} of {} explored); replay it {}", e.problem(), seed, s + 1,
                                      count, replay(seed)),

@@ -61,6 +61,9 @@ class CallBase {
   // Every output shape is one an array can have (jit/ir/type.h: shape_error); the error points at
   // the ShapeDtype's line, before tracing could blame whichever op first meets the shape.
   void check_out_shapes(const std::vector<ShapeDtype>& out_shapes) const;
+  // InterpretParams::num_schedules, when interpreting: at least 1, and above 1 only with on_wait
+  // copies (exploration varies the order in which copies complete). `loc`: the call's options.
+  void check_num_schedules(const CallOptions& options, SourceLoc loc) const;
   // check_aliases below, failing with this call's title.
   void check_aliases(const std::map<int, int>& aliases, std::span<const Array> args, std::optional<int> num_prefetch,
                      const std::vector<ShapeDtype>& out_shapes, SourceLoc loc) const;
@@ -91,10 +94,18 @@ Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k);
 void build_executable(rt::Executable& exe, const ir::Function& traced, const CallOptions& options, bool interpreted,
                       const std::string& title);
 
-// Schedule exploration (InterpretParams::num_schedules): launches the interpreted `exe` with the
-// on_wait seeds first_seed, first_seed + 1, ... (`count` of them). A schedule's RuntimeError is
+// Schedule exploration (InterpretParams::num_schedules), the one loop of pallas_call and mpmd_map:
+// runs the interpreted call under the seeds first_seed, first_seed + 1, ... (`count` of them), each
+// by `run(seed, writes)`, which launches it under that seed schedule and logs the blocks its grid
+// writes back into `writes` (a call without a grid leaves it empty). A schedule's RuntimeError is
 // rethrown naming its seed; outputs that differ from the first schedule's are a RuntimeError naming
-// both seeds, the element and the grid point whose block holds it. Returns the first schedule's outputs.
+// both seeds, the output, its first differing element and the grid point whose block holds it (when
+// one does; `num_inputs`: the grid pipeline's inputs before its outputs). Returns the first
+// schedule's outputs.
+using ScheduleRun = std::function<std::vector<Array>(uint64_t seed, rt::BlockWriteLog& writes)>;
+std::vector<Array> explore_schedules(const ScheduleRun& run, uint64_t first_seed, int64_t count, int num_inputs,
+                                     const std::string& title, SourceLoc loc);
+// pallas_call's: each schedule is one rt::launch of the interpreted `exe`.
 std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const Array> args, uint64_t first_seed,
                                      int64_t count, int num_inputs, const std::string& title, SourceLoc loc);
 

@@ -540,8 +540,24 @@ void check_operand_semaphores(const Executable& exe, const CheckedMemory& mem, c
 
 }  // namespace
 
+namespace {
+
+// Under a seed schedule, the participant whose failure came first in the schedule's order (which
+// the seed fixes), not first in time on the host: the same seed then always reports the same
+// participant's failure, bit for bit. None when the launch ran free or no participant failed in its
+// turn.
+std::optional<size_t> first_failed_in_schedule(const LaunchGroup& group, const Failures& failures) {
+  if (!group.schedule()) return std::nullopt;
+  const int64_t seat = group.schedule()->first_failed_seat();
+  for (size_t i = 0; i < failures.size(); ++i)
+    if (group.schedule_seat(Seat{static_cast<int64_t>(i), 0}) == seat && failures.error(i)) return i;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::vector<Array> launch_together(const std::string& scope, std::span<const Participant> participants,
-                                   std::span<const Array> args) {
+                                   std::span<const Array> args, const LaunchOptions& options) {
   // Every participant's executable has the same operands: the shared memory is made once.
   const Executable& layout = *participants[0].exe;
   const CheckedMemory mem =
@@ -549,7 +565,7 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
   std::vector<std::string> names;
   for (const Participant& p : participants) names.push_back(p.name);
   LaunchGroup group(std::move(names), scope, layout.key, 1, /*entry_barrier=*/false, threads_transport(), 0,
-                    schedule_seed(layout, std::nullopt));
+                    schedule_seed(layout, options.seed));
 
   DeviceContext* outer = current_device();
   set_last_race_reports({});
@@ -565,6 +581,7 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
     const DeviceScope device_scope(who.is_device ? &point : outer);
     const int64_t device = who.is_device ? point.logical : (outer ? outer->logical : 0);
     Launch launch(static_cast<int>(device), who.exe->name());
+    launch.seed = options.seed;
     CoreContext ctx(launch, static_cast<int>(i), &who.exe->lowered, &point);
     ctx.point.grid_point = point.coords;  // the grid is the mesh
     // Compiled copies are eager in a group: none is left pending when the kernel returns.
@@ -591,6 +608,7 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
         std::pair(consequence(i), failures.order(i)) < std::pair(consequence(first), failures.order(first)))
       first = i;
   }
+  if (const std::optional<size_t> scheduled = first_failed_in_schedule(group, failures)) first = *scheduled;
   if (first < participants.size()) {
     // The others' failures, the deadlock report among them, follow the cause as notes.
     Consequences after;

@@ -231,9 +231,11 @@ struct Participant {
 // same layout for all: the inputs (`args`, read in place), the outputs and the scratch operands;
 // semaphores among them start at zero and must be back at zero at the end. `scope` names the launch
 // in errors ("mpmd_map `k`"). Returns the outputs; throws the first participant's own failure (a
-// deadlock report only when there is nothing else), naming it.
+// deadlock report only when there is nothing else), naming it; under a seed schedule the first in the
+// schedule's order, so that a seed replays the same error text. `options.seed`: the schedule's seed
+// in place of the executables' (schedule exploration); block_writes is not used (no grid).
 std::vector<Array> launch_together(const std::string& scope, std::span<const Participant> participants,
-                                   std::span<const Array> args);
+                                   std::span<const Array> args, const LaunchOptions& options = {});
 
 // A shard_map: runs body(device) once per device of `mesh`, each on a thread of its own with its
 // device current (rt::current_device()), as one MeshRun for the collective launches they make.

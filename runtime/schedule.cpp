@@ -99,7 +99,10 @@ void Schedule::block(std::unique_lock<std::mutex>& lock, int64_t s, const std::f
 
 void Schedule::leave(int64_t s, std::exception_ptr failure) {
   std::unique_lock lock(mutex_);
-  if (failure && !first_failure_) first_failure_ = std::move(failure);
+  if (failure && !first_failure_) {
+    first_failure_ = std::move(failure);
+    first_failed_seat_ = s;
+  }
   seats_[static_cast<size_t>(s)].state = State::left;
   if (turn_ == s) pass();
   else turn_changed_.notify_all();  // (wait_all_left)

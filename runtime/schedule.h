@@ -52,6 +52,11 @@ class Schedule {
   void leave(int64_t s, std::exception_ptr failure = nullptr);
   // Returns once every seat left or was excused; then the first failure of a seat, if any.
   std::exception_ptr wait_all_left();
+  // The seat whose failure is the first in schedule order, -1 when none failed (once all left).
+  int64_t first_failed_seat() const {
+    std::lock_guard lock(mutex_);
+    return first_failed_seat_;
+  }
 
  private:
   enum class State { expected, arrived, blocked, left, excused };
@@ -75,6 +80,7 @@ class Schedule {
   bool stuck_now_ = false;
   std::function<void()> stuck_;
   std::exception_ptr first_failure_;
+  int64_t first_failed_seat_ = -1;
 };
 
 }  // namespace tessera::rt

@@ -172,10 +172,11 @@ TEST_SUITE("dsl") {
     CHECK_THROWS_WITH_AS(pl::pallas_call(copy, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32), {.interpret = eager})(
                              pl::Array::zeros({4}, pl::f32)),
                          doctest::Contains("set .dma_execution_mode = pl::DmaExecutionMode::on_wait"), UserError);
-    // An mpmd_map is not explored: asking for it is an error, not silently one schedule.
-    auto mpmd = pl::mpmd_map({{pl::CoreMesh("c", 1), copy}}, pl::ShapeDtype({4}, pl::f32), {}, {.interpret = schedules(4, 0)});
+    // An mpmd_map checks num_schedules as a pallas_call does (tests/dsl/mpmd_schedules_test.cpp explores).
+    auto mpmd = pl::mpmd_map({{pl::CoreMesh("c", 1), copy}}, pl::ShapeDtype({4}, pl::f32), {}, {.interpret = eager});
     CHECK_THROWS_WITH_AS(mpmd(pl::Array::zeros({4}, pl::f32)),
-                         doctest::Contains("num_schedules explores schedules of a pallas_call; an mpmd_map runs one"),
+                         doctest::Contains("mpmd_map `kernel`: InterpretParams::num_schedules explores the order in which "
+                                           "copies complete, which eager copies do not have"),
                          UserError);
   }
 

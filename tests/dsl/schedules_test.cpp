@@ -93,15 +93,7 @@ pl::Array racy_signal(const pl::CallOptions& options) {
   return f(pl::Array::zeros({2, 2}, pl::f32)).gather();
 }
 
-std::string error_of(const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const RuntimeError& e) {
-    return e.what();
-  }
-  FAIL("no RuntimeError");
-  return {};
-}
+std::string error_of(const std::function<void()>& run) { return testing::runtime_error_of(run); }
 
 }  // namespace
 
@@ -224,21 +216,7 @@ TEST_SUITE("dsl") {
     // Core 0 moves the second half of the rows into the first; core 1 copies the first half into the
     // second. With `ordered`, core 1 waits until core 0 signalled; without, it may read either.
     auto call = [](uint64_t seed, bool ordered) {
-      pl::CallOptions o = testing::interpret(seeded(seed, 1));
-      o.input_output_aliases = {{0, 0}};
-      auto kernel = [ordered](pl::Ref, pl::Ref out, pl::Ref done) {
-        const pl::Value c = pl::axis_index("core");
-        pl::when(c == 0, [&] {
-          pl::sync_copy(out.at(pl::ds(kRows, kRows)), out.at(pl::ds(0, kRows)));
-          if (ordered) pl::semaphore_signal(done);
-        });
-        pl::when(c == 1, [&] {
-          if (ordered) pl::semaphore_wait(done);
-          pl::sync_copy(out.at(pl::ds(0, kRows)), out.at(pl::ds(kRows, kRows)));
-        });
-      };
-      return pl::mpmd_map({{pl::CoreMesh("core", 2), kernel}}, pl::ShapeDtype({2 * kRows, kCols}, pl::f32),
-                          {pl::SemaphoreType::REGULAR}, o)(testing::ramp(2 * kRows, kCols))
+      return testing::core_handoff(testing::ramp(2 * kRows, kCols), kRows, testing::interpret(seeded(seed, 1)), ordered)
           .to_vector<float>();
     };
     const pl::Array x = testing::ramp(2 * kRows, kCols);

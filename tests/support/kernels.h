@@ -5,6 +5,7 @@
 
 #include <tessera/tessera.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -125,5 +126,38 @@ class PrintCapture {
   ~PrintCapture() { pl::rt::set_debug_print_sink(nullptr); }
   std::vector<std::string> lines;
 };
+
+// The text (what()) of the RuntimeError `run` throws; fails the test when it throws none.
+inline std::string runtime_error_of(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const RuntimeError& e) {
+    return e.what();
+  }
+  FAIL("no RuntimeError");
+  return {};
+}
+
+// An mpmd_map of two cores over an output that starts as `x` (aliased, 2 * rows rows): core 0 moves
+// the second half of the rows into the first, core 1 copies the first half into the second. With
+// `ordered`, core 1 waits on a shared semaphore until core 0 is done (every schedule gives the
+// second half twice); without, core 1 reads the first half before or after core 0's copy, as the
+// schedule has it.
+inline pl::Array core_handoff(const pl::Array& x, int64_t rows, pl::CallOptions options, bool ordered) {
+  options.input_output_aliases = {{0, 0}};
+  auto kernel = [rows, ordered](pl::Ref, pl::Ref out, pl::Ref done) {
+    const pl::Value c = pl::axis_index("core");
+    pl::when(c == 0, [&] {
+      pl::sync_copy(out.at(pl::ds(rows, rows)), out.at(pl::ds(0, rows)));
+      if (ordered) pl::semaphore_signal(done);
+    });
+    pl::when(c == 1, [&] {
+      if (ordered) pl::semaphore_wait(done);
+      pl::sync_copy(out.at(pl::ds(0, rows)), out.at(pl::ds(rows, rows)));
+    });
+  };
+  return pl::mpmd_map({{pl::CoreMesh("core", 2), kernel}}, pl::ShapeDtype(x.shape(), x.dtype()),
+                      {pl::SemaphoreType::REGULAR}, options)(x);
+}
 
 }  // namespace tessera::testing
