@@ -121,6 +121,19 @@ void MpmdImpl::validate(std::span<const Array> args, SourceLoc loc) const {
                        spec_.pairs[p].kernel.arity, ni + no + ns, ni, no, ns),
            "make every kernel take one pl::Ref per input, output and scratch buffer, in that order", spec_.pairs[p].loc);
   check_out_shapes(spec_.out_shapes);
+  // Semaphore arrays pass between pallas_calls (docs/design.md §4.9); participants share scratch ones.
+  for (size_t k = 0; k < ni + no; ++k) {
+    const bool input = k < ni;
+    const DType d = input ? args[k].dtype() : spec_.out_shapes[k - ni].dtype;
+    if (is_semaphore(d))
+      fail(fmt::format("{} {} is an array of semaphores, which an mpmd_map does not take", input ? "input" : "output",
+                       input ? k : k - ni),
+           fmt::format("a {} {} array", shape_tuple_str(input ? args[k].shape() : spec_.out_shapes[k - ni].shape),
+                       dtype_name(d)),
+           "share semaphores between the participants as scratch (a pl::SemaphoreType in scratch_shapes); semaphore "
+           "arrays pass between pallas_calls",
+           input ? loc : spec_.out_shapes[k - ni].loc);
+  }
   if (const auto& ip = spec_.options.interpret; ip && ip->num_schedules != 1)
     fail("InterpretParams::num_schedules explores schedules of a pallas_call; an mpmd_map runs one",
          fmt::format("num_schedules = {}", ip->num_schedules),
