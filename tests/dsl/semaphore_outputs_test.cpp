@@ -378,4 +378,35 @@ TEST_SUITE("dsl") {
         "pass between pallas_calls",
         "semaphore_outputs_test.cpp");
   }
+
+  TEST_CASE("semaphore outputs: counts that come in are taken first and order nothing (race detection)") {
+    // The kernel gets a DMA semaphore holding an earlier copy's 32 bytes, starts a copy of its own
+    // toward it and waits twice. The first wait takes the old bytes, so reading the new copy's
+    // destination between the waits is a race (on a TPU the old bytes may satisfy it first); after
+    // the second wait it is not.
+    auto make = [](bool fixed, pl::DmaExecutionMode mode) {
+      auto kernel = [fixed](pl::Ref x, pl::Ref sem, pl::Ref o, pl::Ref buf) {
+        auto copy = pl::make_async_copy(x, buf, sem);
+        copy.start();
+        copy.wait();
+        if (!fixed) o() = buf();
+        copy.wait();
+        if (fixed) o() = buf();
+      };
+      return pl::pallas_call(kernel,
+                             pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::SEMAPHORE)},
+                                          .scratch_shapes = {pl::VMEM({8}, pl::f32)}},
+                             pl::ShapeDtype({8}, pl::f32),
+                             testing::interpret({.dma_execution_mode = mode, .detect_races = true}));
+    };
+    const pl::Array x = ramp({8});
+    const pl::Array old_bytes = pl::Array::from_vector(std::vector<int64_t>{32}, {}, pl::DType::dma_sem);
+    for (pl::DmaExecutionMode mode : {pl::DmaExecutionMode::eager, pl::DmaExecutionMode::on_wait}) {
+      CHECK(pl::allclose(make(true, mode)(x, old_bytes), x, 0, 0));
+      CHECK_FALSE(pl::races_found());
+      make(false, mode)(x, old_bytes);
+      REQUIRE(pl::races_found());
+      CHECK(pl::race_reports().at(0).buffer == "scratch 0");
+    }
+  }
 }
