@@ -409,4 +409,23 @@ TEST_SUITE("dsl") {
       CHECK(pl::race_reports().at(0).buffer == "scratch 0");
     }
   }
+
+  TEST_CASE("remote signals: a signal to another device without an increment adds 1") {
+    // A ring handshake: every device signals its right neighbour (no increment given) and waits for
+    // its left neighbour's one signal; a second signal or a missing one would leave the semaphore
+    // non-zero or deadlock.
+    for_each_semaphore_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref x, pl::Ref o, pl::Ref sem) {
+        pl::semaphore_signal(sem, pl::DeviceId({(pl::axis_index("x") + 1) % 4}));
+        pl::semaphore_wait(sem, 1);
+        o() = x() + 1.0f;
+      };
+      auto call = pl::pallas_call(kernel, pl::GridSpec{.scratch_shapes = {pl::SemaphoreType::REGULAR}},
+                                  pl::ShapeDtype({2, 8}, pl::f32), backend);
+      const pl::Array x = ramp({8, 8});
+      const pl::Array out = pl::shard_map([&](const pl::Array& block) { return call(block); }, pl::Mesh({4}, {"x"}),
+                                          {pl::P("x")}, {pl::P("x")})(x);
+      CHECK(pl::allclose(out, x + pl::Array::full({8, 8}, 1.0, pl::f32), 0, 0));
+    });
+  }
 }
