@@ -247,6 +247,10 @@ void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device
   emit_remote_signal(sem, inc, device.resolve(type, api), type == DeviceIdType::LOGICAL, api, loc);
 }
 
+void semaphore_signal(const Ref& sem, const DeviceId& device, DeviceIdType type, std::source_location loc) {
+  semaphore_signal(sem, Operand(1, loc), device, type, loc);
+}
+
 void semaphore_signal(const Ref& sem, const Operand& inc, const CoreIndex& core, std::source_location loc) {
   const char* api = "pl::semaphore_signal";
   detail::check_semaphore(sem, DType::sem, api, loc);

@@ -7,6 +7,7 @@
 //                                          pl::DeviceId({(x + 1) % n, y}), pl::DeviceIdType::MESH);
 //   copy.start(); ... copy.wait_send(); copy.wait_recv();      (or copy.wait(): both)
 //   pl::semaphore_signal(sem, 1, pl::DeviceId({{"y", j}}));   a remote signal (other axes: this device's)
+//   pl::semaphore_signal(sem, pl::DeviceId({j, k}));          the same, adding 1
 //   pl::Ref barrier = pl::get_barrier_semaphore();          needs CompilerParams{.collective_id = k}
 //   pl::semaphore_signal(sem, 1, pl::CoreIndex(k));          core k of the kernel's pl::CoreMesh (mpmd_map)
 //
@@ -114,6 +115,9 @@ RemoteCopyDescriptor make_async_remote_copy(const Ref& src, const Ref& dst, cons
 
 // Adds `inc` to the semaphore of the target device that corresponds to `sem` here.
 void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device, DeviceIdType type = DeviceIdType::MESH,
+                      std::source_location loc = std::source_location::current());
+// Adds 1 there (Pallas's pl.semaphore_signal(sem, device_id=...), whose increment defaults to 1).
+void semaphore_signal(const Ref& sem, const DeviceId& device, DeviceIdType type = DeviceIdType::MESH,
                       std::source_location loc = std::source_location::current());
 
 // A core to signal (Pallas' core_index=k): core k of the pl::CoreMesh the kernel runs on in an mpmd_map.

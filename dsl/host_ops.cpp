@@ -26,6 +26,13 @@ namespace {
 
 // The element-wise result of two arrays of one shape, in their promoted dtype.
 Array elementwise(ir::OpKind kind, const Array& a, const Array& b, const char* op) {
+  for (const Array* x : {&a, &b})
+    if (is_semaphore(x->dtype()))
+      throw UserError(fmt::format("array {}: an array of semaphores holds counts, not numbers to compute with", op),
+                      fmt::format("a {} {} array", shape_tuple_str(x->shape()), dtype_name(x->dtype())),
+                      "pass it on to a pallas_call (pl::BlockSpec(pl::SEMAPHORE)); to compute with its counts, "
+                      "convert them first: .astype(pl::i64)",
+                      SourceLoc{});
   if (a.shape() != b.shape())
     throw UserError(fmt::format("array {}: the shapes differ", op),
                     fmt::format("{} and {}", shape_tuple_str(a.shape()), shape_tuple_str(b.shape())),

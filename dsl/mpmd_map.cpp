@@ -122,6 +122,19 @@ void MpmdImpl::validate(std::span<const Array> args, SourceLoc loc) const {
            "make every kernel take one pl::Ref per input, output and scratch buffer, in that order", spec_.pairs[p].loc);
   check_out_shapes(spec_.out_shapes);
   check_num_schedules(spec_.options, spec_.loc);
+  // Semaphore arrays pass between pallas_calls (docs/design.md §4.9); participants share scratch ones.
+  for (size_t k = 0; k < ni + no; ++k) {
+    const bool input = k < ni;
+    const DType d = input ? args[k].dtype() : spec_.out_shapes[k - ni].dtype;
+    if (is_semaphore(d))
+      fail(fmt::format("{} {} is an array of semaphores, which an mpmd_map does not take", input ? "input" : "output",
+                       input ? k : k - ni),
+           fmt::format("a {} {} array", shape_tuple_str(input ? args[k].shape() : spec_.out_shapes[k - ni].shape),
+                       dtype_name(d)),
+           "share semaphores between the participants as scratch (a pl::SemaphoreType in scratch_shapes); semaphore "
+           "arrays pass between pallas_calls",
+           input ? loc : spec_.out_shapes[k - ni].loc);
+  }
   check_aliases(spec_.options.input_output_aliases, args, std::nullopt, spec_.out_shapes, loc);
   for (size_t k = 0; k < ns; ++k)
     if (!shared(spec_.scratch_shapes[k]))

@@ -52,6 +52,16 @@ Grid::Grid(std::initializer_list<GridDim> dims, std::source_location loc) {
   }
 }
 
+ShapeDtype::ShapeDtype(const MemoryRef& m, std::source_location at) : shape(m.shape), dtype(m.dtype), loc(at) {
+  if (m.space != MemorySpace::SEMAPHORE)
+    throw UserError("an output shape given as a memory ref must be a semaphore type",
+                    fmt::format("a {} {} ref in memory space {}", shape_tuple_str(m.shape), dtype_name(m.dtype),
+                                memory_space_name(m.space)),
+                    "give data outputs as pl::ShapeDtype(shape, dtype) (and their memory space in out_specs), "
+                    "semaphores as pl::SemaphoreType::DMA / ::REGULAR, optionally with a shape",
+                    at);
+}
+
 IndexArg::operator Value() const {
   if (const Value* v = std::get_if<Value>(&arg_)) return *v;
   throw UserError(fmt::format("index map parameter {} is declared pl::Value but receives a scalar-prefetch ref", position_),
@@ -80,6 +90,19 @@ std::string operand_name(int num_prefetch, int num_inputs, int k) {
   return fmt::format("output {}", k - num_prefetch - num_inputs);
 }
 
+// A semaphore array (an earlier call's semaphore output, or one to return) reaches the kernel whole,
+// as semaphores: an unwindowed operand in memory space SEMAPHORE.
+ir::PipelineOperand semaphore_operand(const std::string& name, bool output, bool aliased, SourceLoc loc) {
+  ir::PipelineOperand po;
+  po.name = name;
+  po.is_output = output;
+  po.aliased = aliased;
+  po.windowed = false;
+  po.space = MemorySpace::SEMAPHORE;
+  po.loc = loc;
+  return po;
+}
+
 bool same_signature(const std::vector<std::pair<DType, Shape>>& sig, std::span<const Array> args) {
   if (sig.size() != args.size()) return false;
   for (size_t i = 0; i < args.size(); ++i)
@@ -103,6 +126,8 @@ class CallImpl : public CallBase {
   int num_inputs(size_t num_args) const { return static_cast<int>(num_args) - spec_.num_scalar_prefetch; }
   void validate(std::span<const Array> args, SourceLoc loc) const;
   void check_grid_from_prefetch(std::span<const Array> args) const;
+  // Semaphore arrays are passed with BlockSpec(pl::SEMAPHORE), and only they are (docs/design.md §4.9).
+  void check_semaphore_operands(std::span<const Array> args, SourceLoc loc) const;
   std::vector<ir::DimSemantics> semantics() const;
   ir::Function trace(std::span<const Array> args) const;
   const BlockSpec& spec_for(int operand, int inputs) const;
@@ -179,6 +204,7 @@ void CallImpl::validate(std::span<const Array> args, SourceLoc loc) const {
          fmt::format("{}", spec_.options.interpret->num_cores_or_threads), "use 1 or more cores", spec_.loc);
   check_out_shapes(spec_.out_shapes);
   check_num_schedules(spec_.options, spec_.loc);
+  check_semaphore_operands(args, loc);
   check_aliases(spec_.options.input_output_aliases, args, np, spec_.out_shapes, loc);
   for (size_t k = 0; k < spec_.scratch_shapes.size(); ++k)
     check_allocatable(spec_.scratch_shapes[k], fmt::format("scratch {}", k), title());
@@ -198,6 +224,41 @@ void CallImpl::check_grid_from_prefetch(std::span<const Array> args) const {
       fail(fmt::format("grid dim {} is sized by scalar-prefetch argument {}, which is not an integer scalar", d.dim, d.operand),
            fmt::format("an array of dtype {} and shape {}", dtype_name(a.dtype()), shape_tuple_str(a.shape())),
            "pass the size as a rank-0 integer array, e.g. pl::Array::scalar(n, pl::i32)", d.loc);
+  }
+}
+
+void CallImpl::check_semaphore_operands(std::span<const Array> args, SourceLoc loc) const {
+  const int np = spec_.num_scalar_prefetch, ni = num_inputs(args.size());
+  for (int k = 0; k < np; ++k)
+    if (is_semaphore(args[k].dtype()))
+      fail(fmt::format("{} is an array of semaphores, which cannot be a scalar-prefetch operand", operand_name(np, ni, k)),
+           fmt::format("a {} {} array", shape_tuple_str(args[k].shape()), dtype_name(args[k].dtype())),
+           "pass it after the scalar-prefetch operands, with pl::BlockSpec(pl::SEMAPHORE)", loc);
+  for (int k = 0; k < ni + static_cast<int>(spec_.out_shapes.size()); ++k) {
+    const bool output = k >= ni;
+    const DType dtype = output ? spec_.out_shapes[k - ni].dtype : args[np + k].dtype();
+    const Shape& shape = output ? spec_.out_shapes[k - ni].shape : args[np + k].shape();
+    const BlockSpec& spec = spec_for(k, ni);
+    const SourceLoc at = spec.loc().known() ? spec.loc() : output ? spec_.out_shapes[k - ni].loc : loc;
+    const std::string name = operand_name(np, ni, np + k);
+    const std::string given = fmt::format("a {} {} array", shape_tuple_str(shape), dtype_name(dtype));
+    const bool in_semaphore_space = spec.memory_space() == MemorySpace::SEMAPHORE;
+    if (is_semaphore(dtype)) {
+      // A spec that says nothing (no memory space, no blocks) is the default: semaphores, whole.
+      const bool plain = !spec.memory_space() && !spec.block_shape() && !spec.index_map();
+      if (!(in_semaphore_space || plain) || spec.block_shape() || spec.index_map())
+        fail(fmt::format("{} is an array of semaphores, which a kernel reaches only as semaphores", name),
+             fmt::format("{} with a BlockSpec {}", given,
+                         spec.block_shape() || spec.index_map()
+                             ? "of blocks"
+                             : fmt::format("in memory space {}", memory_space_name(*spec.memory_space()))),
+             "pass it whole with pl::BlockSpec(pl::SEMAPHORE); read its counts on the host with to_vector<int64_t>()", at);
+    } else if (in_semaphore_space) {
+      fail(fmt::format("{} has a BlockSpec in memory space SEMAPHORE, but it holds data", name), given,
+           "use pl::BlockSpec(pl::SEMAPHORE) for semaphore arrays only (a pallas_call output of a pl::SemaphoreType); "
+           "pass data with VMEM blocks or pl::BlockSpec(pl::ANY)",
+           at);
+    }
   }
 }
 
@@ -225,9 +286,13 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
     for (int k = 0; k < ni + no; ++k) {
       const bool output = k >= ni;
       const Shape& shape = output ? spec_.out_shapes[k - ni].shape : args[np + k].shape();
+      const DType dtype = output ? spec_.out_shapes[k - ni].dtype : args[np + k].dtype();
+      const bool is_aliased = output ? aliased.count(k - ni) > 0 : aliased_inputs.count(k) > 0;
       specs.push_back(&spec_for(k, ni));
-      pa.operands.push_back(pipeline_operand(pc, *specs.back(), shape, operand_name(np, ni, np + k), output,
-                                             output ? aliased.count(k - ni) > 0 : aliased_inputs.count(k) > 0));
+      pa.operands.push_back(is_semaphore(dtype) ? semaphore_operand(operand_name(np, ni, np + k), output, is_aliased,
+                                                                    specs.back()->loc().known() ? specs.back()->loc() : spec_.loc)
+                                                : pipeline_operand(pc, *specs.back(), shape, operand_name(np, ni, np + k),
+                                                                   output, is_aliased));
     }
 
     std::vector<ir::ValueId> arrays;  // inputs then outputs
@@ -251,7 +316,8 @@ ir::Function CallImpl::trace(std::span<const Array> args) const {
     for (size_t k = 0; k < spec_.scratch_shapes.size(); ++k) scratch.push_back(trace_scratch(ctx, spec_.scratch_shapes[k], k));
 
     std::vector<bool> whole_array(static_cast<size_t>(ni));
-    for (int k = 0; k < ni; ++k) whole_array[k] = !pa.operands[k].windowed;
+    // A semaphore input is the kernel's own copy of the caller's counts: waits take from it.
+    for (int k = 0; k < ni; ++k) whole_array[k] = !pa.operands[k].windowed && pa.operands[k].space != MemorySpace::SEMAPHORE;
     trace_pipeline(ctx, pc, std::move(pa), specs, lo, hi, arrays, [&](std::vector<Ref>& blocks) {
       // Inputs passed whole are the caller's arrays: read-only unless aliased to an output. (Input
       // blocks are copies the kernel may write.)
@@ -299,8 +365,10 @@ std::shared_ptr<const Program> CallImpl::program(std::span<const Array> args, So
       const rt::OperandRole role = k < np ? rt::OperandRole::scalar_prefetch
                                    : output ? rt::OperandRole::output
                                             : rt::OperandRole::input;
-      exe->operands.push_back(rt::OperandInfo{operand_name(np, ni, k), role, sd.dtype, sd.shape,
-                                              k < np ? MemorySpace::SMEM : MemorySpace::ANY, spec_.loc});
+      const MemorySpace space = k < np                  ? MemorySpace::SMEM
+                                : is_semaphore(sd.dtype) ? MemorySpace::SEMAPHORE
+                                                         : MemorySpace::ANY;
+      exe->operands.push_back(rt::OperandInfo{operand_name(np, ni, k), role, sd.dtype, sd.shape, space, spec_.loc});
     }
     exe->aliases.assign(spec_.options.input_output_aliases.begin(), spec_.options.input_output_aliases.end());
     exe->grid = spec_.grid;

@@ -60,6 +60,9 @@ inline constexpr MemorySpaceTag ANY{MemorySpace::ANY};
 inline constexpr MemorySpaceTag HBM{MemorySpace::HBM};
 inline constexpr MemorySpaceTag VMEM{MemorySpace::VMEM};
 inline constexpr MemorySpaceTag SMEM{MemorySpace::SMEM};
+// pltpu.SEMAPHORE: a BlockSpec(pl::SEMAPHORE) passes a semaphore array (a pallas_call input or output
+// of a semaphore dtype) to the kernel whole, as semaphores (docs/design.md §4.9).
+inline constexpr MemorySpaceTag SEMAPHORE{MemorySpace::SEMAPHORE};
 
 // pl::SemaphoreType::DMA / ::REGULAR: one semaphore, as a scratch or run_scoped type; called with a
 // shape, an array of them (pltpu.SemaphoreType.DMA((2,))): pl::SemaphoreType::DMA({2}).
@@ -437,12 +440,19 @@ struct CallOptions {
 
 // An output's shape and dtype (jax.ShapeDtypeStruct), with the line that wrote it: a shape no array
 // can have (a negative dim, a size past int64) is reported there when the call is made.
+// A semaphore type (pl::SemaphoreType::DMA, ::REGULAR, DMA({2})) is an output too: the kernel gets
+// the semaphores (with a BlockSpec(pl::SEMAPHORE)) and the caller an array of their counts at the
+// kernel's end, to pass to a later call (docs/design.md §4.9).
 struct ShapeDtype {
   Shape shape;
   DType dtype;
   SourceLoc loc;
   ShapeDtype(Shape s, DType d, std::source_location at = std::source_location::current())
       : shape(std::move(s)), dtype(d), loc(at) {}
+  ShapeDtype(SemaphoreKind k, std::source_location at = std::source_location::current())
+      : shape{}, dtype(k.dtype), loc(at) {}
+  // A semaphore array, pl::SemaphoreType::DMA({2}); a memory ref of another space is a UserError here.
+  ShapeDtype(const MemoryRef& m, std::source_location at = std::source_location::current());
 };
 
 }  // namespace tessera

@@ -221,6 +221,36 @@ void run_cores(Launch& launch, int num_cores, const std::function<void(int core)
 
 namespace {
 
+// Semaphores among a launch's operands that outlive its kernels and go back to no one must be zero
+// when the launch ends: scratch semaphores the participants of an mpmd_map share, and semaphore inputs
+// no output aliases (their counts would be lost; one the kernel returns keeps them, docs/design.md §4.9).
+void check_operand_semaphores(const Executable& exe, std::span<void* const> data, const std::string& scope,
+                              const ExecutionPoint& where) {
+  for (size_t k = 0; k < exe.operands.size(); ++k) {
+    const OperandInfo& op = exe.operands[k];
+    const bool input = op.role == OperandRole::input &&
+                       std::none_of(exe.aliases.begin(), exe.aliases.end(),
+                                    [&](const std::pair<int, int>& a) { return a.first == static_cast<int>(k); });
+    if (!is_semaphore(op.dtype) || (op.role != OperandRole::scratch && !input)) continue;
+    const auto* sems = static_cast<const int64_t*>(data[k]);
+    for (int64_t i = 0; i < num_elements(op.shape); ++i) {
+      if (sems[i] == 0) continue;
+      const bool dma = op.dtype == DType::dma_sem;
+      throw RuntimeError(
+          fmt::format("{} `{}`{} is {} when {} ends: {} must be back at zero by then ({}). Wait for every copy that "
+                      "signals it, and wait on a regular semaphore for everything signalled to it{}",
+                      dma ? "DMA semaphore" : "semaphore", op.name, op.shape.empty() ? "" : fmt::format("[{}]", i),
+                      sems[i], scope,
+                      input ? "a semaphore passed in and not returned (no input_output_aliases entry)"
+                            : "a semaphore the participants share",
+                      dma ? fmt::format("a DMA semaphore counts bytes: {} bytes of copies were never waited for", sems[i])
+                          : fmt::format("{} signalled that no semaphore_wait took", sems[i]),
+                      input ? ", or alias it to a semaphore output to hand its counts on" : ""),
+          where, op.loc);
+    }
+  }
+}
+
 // Checked buffers over a launch's operands: scalar-prefetch operands copied into SMEM buffers the
 // kernel may write, inputs read in place (read-only), outputs fresh (poisoned, or zeroed when
 // `zero`) or copies of their aliased inputs, scratch operands fresh (semaphores start at zero, as
@@ -252,7 +282,10 @@ CheckedMemory checked_memory(const Executable& exe, std::span<const Array> args,
     std::unique_ptr<Buffer> b;
     switch (op.role) {
       case OperandRole::scalar_prefetch: b = std::make_unique<Buffer>(op.name, args[k], op.space, true); break;
-      case OperandRole::input: b = std::make_unique<Buffer>(op.name, args[k], op.space, false); break;
+      case OperandRole::input:
+        // A semaphore input is the kernel's own copy of the counts: its waits take from them.
+        b = std::make_unique<Buffer>(op.name, args[k], op.space, is_semaphore(op.dtype));
+        break;
       case OperandRole::output:
         if (const int in = aliased_input(exe, output++); in >= 0)
           b = std::make_unique<Buffer>(op.name, args[static_cast<size_t>(in)], op.space, true);
@@ -324,7 +357,7 @@ class ScheduledTurn {
 // `schedule`: the seed schedule of a launch without a group, as seat `index` (a group brings its own).
 void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& mem, StepRange steps,
                   LaunchGroup* group, Seat seat, uint64_t index, bool dma_worker, RaceDetector* races = nullptr,
-                  Schedule* schedule = nullptr) {
+                  Schedule* schedule = nullptr, std::span<const Array> args = {}) {
   // Under a seed schedule everything from here until the core leaves takes turns with the launch's
   // other threads, including its seat in the group and its actor in the race detector.
   int64_t schedule_seat = static_cast<int64_t>(index);
@@ -352,6 +385,12 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
     ctx.races = races;
     ctx.race_actor = races->add_actor(ctx, seat.member, seat.core);
     ctx.dma.watch_races(races, ctx.race_actor);
+    // Counts a semaphore input brings (from the caller's array, not the memory other cores may have
+    // signalled already) come first and order nothing.
+    for (size_t k = 0; k < args.size(); ++k)
+      if (is_semaphore(exe.operands[k].dtype))
+        for (int64_t i = 0; i < args[k].size(); ++i)
+          races->initial_count(ctx.race_actor, static_cast<const int64_t*>(mem.data[k]) + i, args[k].data_as<int64_t>()[i]);
   }
   {
     const GroupMembership member(group, seat, ctx);  // other participants stop reaching this core before its memory goes
@@ -362,6 +401,16 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
     } catch (...) {
       turn.failed(std::current_exception());
       throw;
+    }
+    // A copy still in flight when the kernel returns lands before the launch does (its bytes are in
+    // the output, its count in a semaphore output; docs/design.md §4.9). The interpreter drains its
+    // own at the kernel's end; compiled code's may be on the worker.
+    if (!ctx.fault && !checked) {
+      try {
+        ctx.dma.flush();
+      } catch (const Fault& f) {
+        ctx.fault = RuntimeError(f.what(), ctx.point, SourceLoc{});
+      }
     }
     if (ctx.fault) turn.failed(std::make_exception_ptr(*ctx.fault));
   }
@@ -441,7 +490,7 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
     }
     CoreContext ctx(launch, core, &exe.lowered, device);
     run_one_core(exe, ctx, mem, range, group.get(), Seat{member, core}, static_cast<uint64_t>(core), dma_worker,
-                 races.get(), own_schedule ? &*own_schedule : nullptr);
+                 races.get(), own_schedule ? &*own_schedule : nullptr, args);
   };
   if (checked) {
     const CheckedMemory mem = checked_memory(exe, args, exe.checked.zero_uninitialized);
@@ -459,6 +508,7 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
     if (schedule)
       if (std::exception_ptr first = schedule->wait_all_left()) failure = first;
     if (failure) std::rethrow_exception(failure);
+    check_operand_semaphores(exe, mem.data, exe.name(), ExecutionPoint{static_cast<int>(member), 0, {}, {}});
     return mem.outputs(args.size(), exe.num_outputs());
   }
 
@@ -472,6 +522,8 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
       Array a = args[static_cast<size_t>(in)];
       a.mutable_data();  // a copy of its own: the caller's input never changes
       outs.push_back(std::move(a));
+    } else if (is_semaphore(op.dtype)) {
+      outs.push_back(Array(op.dtype, op.shape));  // semaphores start at zero
     } else {
       outs.push_back(Array::empty(op.shape, op.dtype));
     }
@@ -486,6 +538,11 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
   void** data = count <= 16 ? data_small : (data_large.resize(count), data_large.data());
   for (size_t k = 0; k < num_prefetch; ++k) data[k] = prefetch[k].mutable_data();
   for (size_t k = num_prefetch; k < args.size(); ++k) data[k] = const_cast<std::byte*>(args[k].data());
+  // A semaphore input is the kernel's own copy of the caller's counts: its waits take from them.
+  std::vector<Array> semaphore_inputs;
+  semaphore_inputs.reserve(args.size());  // a small array lives inside its Array: the copies must not move
+  for (size_t k = num_prefetch; k < args.size(); ++k)
+    if (is_semaphore(exe.operands[k].dtype)) data[k] = semaphore_inputs.emplace_back(args[k]).mutable_data();
   for (size_t o = 0; o < outs.size(); ++o) data[args.size() + o] = outs[o].mutable_data();
   for (auto [in, out] : exe.aliases) data[in] = data[args.size() + static_cast<size_t>(out)];
   const OperandMemory mem{std::span<void* const>(data, count), {}};
@@ -509,36 +566,10 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
       }
     });
   }
+  check_operand_semaphores(exe, mem.data, exe.name(), ExecutionPoint{static_cast<int>(member), 0, {}, {}});
   return outs;
 }
 
-namespace {
-
-// Semaphores among the operands outlive every participant's kernel: they must be back at zero when
-// the whole launch ends.
-void check_operand_semaphores(const Executable& exe, const CheckedMemory& mem, const std::string& scope,
-                              const ExecutionPoint& where) {
-  for (size_t k = 0; k < exe.operands.size(); ++k) {
-    const OperandInfo& op = exe.operands[k];
-    if (op.role != OperandRole::scratch || !is_semaphore(op.dtype)) continue;
-    const auto* sems = static_cast<const int64_t*>(mem.data[k]);
-    for (int64_t i = 0; i < num_elements(op.shape); ++i) {
-      if (sems[i] == 0) continue;
-      const bool dma = op.dtype == DType::dma_sem;
-      throw RuntimeError(
-          fmt::format("{} `{}`{} is {} when {} ends: a semaphore the participants share must be back at zero by then "
-                      "({}). Wait for every copy that signals it, and wait on a regular semaphore for everything "
-                      "signalled to it",
-                      dma ? "DMA semaphore" : "semaphore", op.name, op.shape.empty() ? "" : fmt::format("[{}]", i),
-                      sems[i], scope,
-                      dma ? fmt::format("a DMA semaphore counts bytes: {} bytes of copies were never waited for", sems[i])
-                          : fmt::format("{} signalled that no semaphore_wait took", sems[i])),
-          where, op.loc);
-    }
-  }
-}
-
-}  // namespace
 
 namespace {
 
@@ -620,7 +651,7 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
       throw e.retold(fmt::format("{}, {}: {}", scope, participants[first].name, e.problem()), after.notes());
     }
   }
-  check_operand_semaphores(layout, mem, scope,
+  check_operand_semaphores(layout, mem.data, scope,
                            ExecutionPoint{static_cast<int>(outer ? outer->logical : 0), 0, {}, {}});
   return mem.outputs(args.size(), layout.num_outputs());
 }

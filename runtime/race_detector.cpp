@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <set>
 #include <tuple>
+#include <unordered_set>
 
 #include "runtime/launch.h"
 #include "runtime/memory.h"
@@ -197,6 +198,7 @@ struct RaceDetector::Impl {
   std::deque<AccessSite> sites;
   std::unordered_map<RegionId, std::map<int64_t, Cell>, RegionHash> shadow;
   std::unordered_map<SemaphoreId, std::deque<Increment>, SemaphoreHash> semaphores;
+  std::unordered_set<SemaphoreId, SemaphoreHash> initialised;  // those whose initial count is in
   std::set<std::tuple<SiteKey, SiteKey, std::string>> seen;
   std::vector<RaceReport> reports;
 
@@ -410,7 +412,7 @@ void RaceDetector::wait(int actor, const int64_t* sem, int64_t value) {
       const CopyRecord& c = impl_->copies[static_cast<size_t>(inc.copy)];
       if (c.starter != actor) Impl::join(a, *c.knew, c.starter, c.start_clock);
       consumed.push_back(inc.copy);
-    } else if (inc.actor != actor) {
+    } else if (inc.actor >= 0 && inc.actor != actor) {  // an initial count (actor -1) orders nothing
       Impl::join(a, *inc.knew, inc.actor, inc.clock);
     }
     const int64_t take = std::min(left, inc.remaining);
@@ -420,6 +422,14 @@ void RaceDetector::wait(int actor, const int64_t* sem, int64_t value) {
   // The core's next accesses come after the wait: the copies it consumed are ordered before them.
   const uint32_t now = ++a.clock[static_cast<size_t>(actor)];
   for (int64_t c : consumed) impl_->copies[static_cast<size_t>(c)].acquirers.emplace_back(actor, now);
+}
+
+void RaceDetector::initial_count(int actor, const int64_t* sem, int64_t amount) {
+  std::lock_guard lock(impl_->mutex);
+  const Actor& a = impl_->actors[static_cast<size_t>(actor)];
+  const SemaphoreId id = impl_->semaphore(a, sem, a.member);
+  if (amount <= 0 || !impl_->initialised.insert(id).second) return;
+  impl_->semaphores[id].push_front(Increment{amount, -1, -1, 0, nullptr});
 }
 
 std::vector<RaceReport> RaceDetector::reports() const {

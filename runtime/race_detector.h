@@ -97,6 +97,11 @@ class RaceDetector {
   void remote_signal(int actor, const int64_t* sem, int64_t amount, int64_t target_member);
   // A wait took `value` from `sem` (after taking it).
   void wait(int actor, const int64_t* sem, int64_t value);
+  // `sem` came into the launch holding `amount` (a semaphore input, docs/design.md §4.17): counts
+  // older than every increment of this launch, ordering nothing (what raised them belongs to an
+  // earlier launch, whose accesses this detector never compares). Counted once, whichever core
+  // reports it first.
+  void initial_count(int actor, const int64_t* sem, int64_t amount);
 
   // The races found so far, one per pair of access sites and buffer.
   std::vector<RaceReport> reports() const;
