@@ -65,6 +65,17 @@ struct IrMath {
   I ior(I x, I y) const { return b.CreateOr(x, y); }
   I shl(I x, int n) const { return b.CreateShl(x, static_cast<uint64_t>(n)); }
   I sra(I x, int n) const { return b.CreateAShr(x, static_cast<uint64_t>(n)); }
+  I lsr(I x, int n) const { return b.CreateLShr(x, static_cast<uint64_t>(n)); }
+  I shlv(I x, I n) const { return b.CreateShl(x, n); }
+  I lsrv(I x, I n) const { return b.CreateLShr(x, n); }
+  I imul(I x, I y) const { return b.CreateMul(x, y); }
+  // The high word of the 64-bit product of the zero-extended operands (x86: vpmuludq).
+  I umulhi(I x, I y) const {
+    llvm::Value* p = b.CreateMul(b.CreateZExt(x, b.getInt64Ty()), b.CreateZExt(y, b.getInt64Ty()));
+    return b.CreateTrunc(b.CreateLShr(p, 32), b.getInt32Ty());
+  }
+  B ieq(I x, I y) const { return b.CreateICmpEQ(x, y); }
+  B ult(I x, I y) const { return b.CreateICmpULT(x, y); }
 };
 
 }  // namespace

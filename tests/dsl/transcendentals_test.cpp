@@ -39,11 +39,17 @@ const std::vector<Fn>& functions() {
 }
 
 // f32 inputs: every 65537th bit pattern (both signs, subnormals, infinities, NaNs), and the 64
-// floats either side of the places where the algorithms switch piece, quadrant or range.
+// floats either side of the places where the algorithms switch piece, quadrant or range, and of
+// large arguments: powers of two, 1e30, the largest float, and the floats nearest a multiple of
+// pi/2 in their binades, where the reduction cancels the most bits.
 std::vector<float> f32_inputs() {
   std::vector<float> v;
   for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 65537) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
-  for (float t : {0.0f, 1.0f, 2.25f, 3.85f, 0.785398163f, 1.57079633f, 3.14159265f, 0x1p20f, rules::math::kTrigLimit}) {
+  for (float t : {0.0f, 1.0f, 2.25f, 3.85f, 0.785398163f, 1.57079633f, 3.14159265f, 0x1p20f,
+                  0x1p22f, 0x1p30f, 1e30f, std::numeric_limits<float>::max(),
+                  // nearest a multiple of pi/2 in [2^22, 2^23), [2^30, 2^31), [2^95, 2^96) (of every
+                  // float: |r| = 1.6e-9), [2^99, 2^100) and [2^127, 2^128)
+                  0x1.4ac55cp+22f, 0x1.27a94ap+30f, 0x1.f37c8ap+95f, 0x1.f37c8ap+99f, 0x1.7b9b4p+127f}) {
     float lo = t, hi = t;
     for (int i = 0; i < 64; ++i) {
       lo = std::nextafter(lo, -std::numeric_limits<float>::infinity());
