@@ -1,4 +1,4 @@
-// tessera's own f32 exp, log, tanh, logistic, erf, sin and cos: the element rules of those ops (docs/design.md
+// tessera's own f32 exp, log, tanh, logistic, erf, erfc, sin and cos: the element rules of those ops (docs/design.md
 // §4.13), written once as algorithms over an arithmetic policy `M`, so that the same steps run in
 // both backends and give the same bits:
 //
@@ -14,8 +14,9 @@
 // algorithm is a range reduction, a minimax polynomial (the coefficients of Cephes' single
 // precision functions) and a reconstruction, with the special cases chosen by selects rather than
 // branches. Error bounds against the correctly rounded result, measured over every f32 input by
-// tests/runtime/element_math_test.cpp: exp and log <= 1 ulp, tanh, logistic, erf, sin and cos <= 2
-// ulp (see sin_cos_of_abs). f64 keeps libm (rules::float_exp and friends).
+// tests/runtime/element_math_test.cpp: exp and log <= 1 ulp, tanh, logistic and erf <= 2 ulp, erfc
+// <= 3.5 ulp, sin and cos <= 2 ulp over the whole range (see sin_cos_of_abs). f64 keeps libm
+// (rules::float_exp and friends).
 //
 // The policy M provides, with F a float value, I a 32-bit integer value and B a bool value:
 //   F c(float)   I ci(int32_t)
@@ -215,6 +216,13 @@ template <class M, size_t N> typename M::F horner(M& m, typename M::F u, const f
   return p;
 }
 
+// erf(x) for |x| < 1: x + x Q(x^2), Q a degree-6 fit of erf(x)/x - 1 (see erf below).
+template <class M> typename M::F erf_small(M& m, typename M::F x) {
+  static constexpr float kSmall[] = {0x1.4a5690p-14f, -0x1.a45088p-11f, 0x1.541270p-8f, -0x1.b7fabap-6f,
+                                     0x1.ce2d10p-4f,  -0x1.81273ep-2f,  0x1.06eba8p-3f};
+  return m.fma(x, horner(m, m.mul(x, x), kSmall), x);
+}
+
 // erf(x) = sign(x) erf(|x|), three pieces chosen by selects, no exp:
 // - |x| < 1: |x| + |x| Q(x^2), Q a degree-6 fit of erf(x)/x - 1 (2/sqrt(pi) - 1 at 0), so that
 //   tiny and subnormal inputs round exactly as erf(x) ~ 1.128 x does;
@@ -227,9 +235,7 @@ template <class M, size_t N> typename M::F horner(M& m, typename M::F u, const f
 // Chebyshev fits (near minimax) with abs error <= 6e-9 (0.1 ulp of the result) before rounding.
 template <class M> typename M::F erf(M& m, typename M::F x) {
   const auto a = abs(m, x);
-  static constexpr float kSmall[] = {0x1.4a5690p-14f, -0x1.a45088p-11f, 0x1.541270p-8f, -0x1.b7fabap-6f,
-                                     0x1.ce2d10p-4f,  -0x1.81273ep-2f,  0x1.06eba8p-3f};
-  const auto small = m.fma(a, horner(m, m.mul(a, a), kSmall), a);
+  const auto small = erf_small(m, a);
   static constexpr float kNear[] = {-0x1.5129ccp-10f, 0x1.c9b20ap-11f, 0x1.927e24p-8f,  -0x1.db7c9ep-7f, 0x1.189c66p-9f,
                                     0x1.976762p-5f,   -0x1.d6636cp-4f, 0x1.0bcf76p-3f,  -0x1.499d46p-4f, 0x1.612d8ep-6f};
   static constexpr float kFar[] = {-0x1.3f1f68p-17f, 0x1.aea872p-14f,  -0x1.472040p-12f, 0x1.1d05b0p-11f, -0x1.6b35dcp-11f,
@@ -241,6 +247,53 @@ template <class M> typename M::F erf(M& m, typename M::F x) {
   const auto large = m.sub(m.c(1.0f), m.sel(m.gt(a, m.c(3.85f)), m.c(0.0f), q));
   const auto y = m.sel(m.lt(a, m.c(1.0f)), small, large);
   return m.from_bits(m.ior(m.bits(y), m.iand(m.bits(x), m.ci(kSignBit))));
+}
+
+// erfc(x) = 1 - erf(x), accurate where 1 - erf(x) loses every bit (erfc(10) ~ 2e-45 is a
+// subnormal; 1 - erf(x) is 0 from x = 3.9). Three ranges, chosen by selects:
+// - |x| < 0.46875: 1 - erf(x), erf's own small-x polynomial; erfc(x) is in (0.5, 1.5) there, so
+//   the subtraction loses nothing;
+// - x >= 0.46875: erfc(x) = e^(-x^2) g(x), g(x) = erfc(x) e^(x^2) smooth and slowly falling from 0.6
+//   to 0.055: fits of g in x - 1 over [0.46875, 1.5] and x - 2 over [1.5, 2.5], and of x g(x) in
+//   1/x^2 - 0.085 over [2.5, 10.1] (~ (1 - 1/(2 x^2)) / sqrt(pi) there), then divided by x. x^2 is
+//   carried as hi + lo (an error of 2^-18 in x^2 = 100 would be 2^-18 relative in e^(-x^2), 64 ulp),
+//   and e^(-hi) as exp_parts' hi + lo and power of two, so the product rounds once, at the end,
+//   into the subnormals where it is one. From 10.1 erfc(x) < 2^-150 and the result is 0 (also
+//   for +inf);
+// - x <= -0.46875: 2 - erfc(-x), in (1.49, 2], where erfc(-x)'s error is a quarter ulp at most.
+// The fits are Chebyshev fits with f32 coefficients, relative error <= 0.45 ulp of g. Worst error
+// 2.91 ulp (x = 0x1.b23d5cp+2) over every 61st bit pattern, held to 3.5: exp's own error, the
+// fit's and the roundings of g add up.
+template <class M> typename M::F erfc_of_positive(M& m, typename M::F a) {
+  static constexpr float kNear[] = {0x1.425c46p-13f, -0x1.b4857ap-12f, 0x1.11274ap-10f, -0x1.69bcb8p-9f,
+                                    0x1.c8e3aap-8f,  -0x1.11017ap-6f,  0x1.33ca98p-5f,  -0x1.448372p-4f,
+                                    0x1.3c2728p-3f,  -0x1.17c4e4p-2f,  0x1.b5d878p-2f};
+  static constexpr float kMid[] = {0.0f,           -0x1.1f2cd4p-16f, 0x1.ec7fe0p-15f, -0x1.83208ep-13f,
+                                   0x1.364792p-11f, -0x1.e02a00p-10f, 0x1.649170p-8f, -0x1.fa9d3ap-7f,
+                                   0x1.5672b8p-5f,  -0x1.b57034p-4f, 0x1.058672p-2f};
+  static constexpr float kFar[] = {0.0f,           0.0f,            0x1.6c362ep+6f,  -0x1.999a9ep+4f,
+                                   0x1.a97d8cp+2f,  -0x1.26d656p+1f, 0x1.d297aap-1f,  -0x1.b28746p-2f,
+                                   0x1.02f380p-2f,  -0x1.d0a702p-3f, 0x1.15e7b6p-1f};
+  static_assert(std::size(kNear) == std::size(kMid) && std::size(kMid) == std::size(kFar));
+  const auto near = m.lt(a, m.c(1.5f));
+  const auto mid = m.lt(a, m.c(2.5f));
+  const auto inv = m.div(m.c(1.0f), a);
+  const auto u = m.sel(near, m.sub(a, m.c(1.0f)), m.sel(mid, m.sub(a, m.c(2.0f)), m.fma(inv, inv, m.c(-0x1.5bc1a8p-4f))));
+  auto coeff = [&](size_t i) { return m.sel(near, m.c(kNear[i]), m.sel(mid, m.c(kMid[i]), m.c(kFar[i]))); };
+  auto p = coeff(0);
+  for (size_t i = 1; i < std::size(kNear); ++i) p = m.fma(p, u, coeff(i));
+  const auto g = m.sel(mid, p, m.div(p, a));
+  // e^(-x^2) g = (eh + el) (1 - sq_lo) g 2^n, with the small terms summed first.
+  const auto sq = m.mul(a, a);
+  const auto sq_lo = m.fma(a, a, m.sub(m.c(0.0f), sq));
+  const ExpParts<M> e = exp_parts(m, m.sub(m.c(0.0f), sq));
+  const auto y = m.fma(m.fma(m.sub(m.c(0.0f), e.hi), sq_lo, e.lo), g, m.mul(e.hi, g));
+  return m.sel(m.gt(a, m.c(10.1f)), m.c(0.0f), m.mul(m.mul(y, e.s1), e.s2));
+}
+template <class M> typename M::F erfc(M& m, typename M::F x) {
+  const auto tail = erfc_of_positive(m, abs(m, x));
+  const auto large = m.sel(m.lt(x, m.c(0.0f)), m.sub(m.c(2.0f), tail), tail);
+  return m.sel(m.lt(abs(m, x), m.c(0.46875f)), m.sub(m.c(1.0f), erf_small(m, x)), large);
 }
 
 // sin and cos of a = |x| >= 0: a = n pi/2 + r, |r| <= pi/4, then by the quadrant (n + offset) mod 4
@@ -362,6 +415,9 @@ template <std::floating_point C> inline C float_tanh(C x) {
 }
 template <std::floating_point C> inline C float_erf(C x) {
   return f32_own_f64_libm(x, [](ScalarMath& m, float v) { return math::erf(m, v); }, [](double v) { return std::erf(v); });
+}
+template <std::floating_point C> inline C float_erfc(C x) {
+  return f32_own_f64_libm(x, [](ScalarMath& m, float v) { return math::erfc(m, v); }, [](double v) { return std::erfc(v); });
 }
 template <std::floating_point C> inline C float_sin(C x) {
   return f32_own_f64_libm(x, [](ScalarMath& m, float v) { return math::sin(m, v); }, [](double v) { return std::sin(v); });

@@ -220,7 +220,7 @@ llvm::Value* Emitter::unary(OpKind k, DType t, llvm::Value* x) {
   switch (k) {
     case OpKind::Neg: r = b_.CreateFNeg(x); break;
     case OpKind::Abs: r = intrinsic(llvm::Intrinsic::fabs, {x}); break;
-    // rules::float_exp / float_log / float_tanh / float_sin / float_cos / float_erf /
+    // rules::float_exp / float_log / float_tanh / float_sin / float_cos / float_erf / float_erfc /
     // float_logistic: tessera's own algorithms (runtime/element_math.h) emitted step by step for
     // f32 (and so bf16/f16); libm for f64.
     case OpKind::Exp: r = t == DType::f64 ? libm("expf", "exp", t, {x}) : rules::math::exp(ir_math, x); break;
@@ -229,6 +229,7 @@ llvm::Value* Emitter::unary(OpKind k, DType t, llvm::Value* x) {
     case OpKind::Sin: r = t == DType::f64 ? libm("sinf", "sin", t, {x}) : rules::math::sin(ir_math, x); break;
     case OpKind::Cos: r = t == DType::f64 ? libm("cosf", "cos", t, {x}) : rules::math::cos(ir_math, x); break;
     case OpKind::Erf: r = t == DType::f64 ? libm("erff", "erf", t, {x}) : rules::math::erf(ir_math, x); break;
+    case OpKind::Erfc: r = t == DType::f64 ? libm("erfcf", "erfc", t, {x}) : rules::math::erfc(ir_math, x); break;
     case OpKind::Sqrt: r = intrinsic(llvm::Intrinsic::sqrt, {x}); break;
     case OpKind::Rsqrt: r = b_.CreateFDiv(one, intrinsic(llvm::Intrinsic::sqrt, {x})); break;
     case OpKind::Logistic:
