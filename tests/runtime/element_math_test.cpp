@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdint>
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <string>
@@ -18,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/config.h"
 #include "runtime/element_rules.h"
 
 using namespace tessera;
@@ -150,8 +150,7 @@ TEST_SUITE("runtime") {
   // TESSERA_EXHAUSTIVE=1 (the figures in runtime/element_math.h and docs/design.md §4.13 come from
   // it). Reports the worst error and where.
   TEST_CASE("element math: sin and cos over every float (TESSERA_EXHAUSTIVE=1)") {
-    const char* env = std::getenv("TESSERA_EXHAUSTIVE");
-    if (env == nullptr || std::string(env) != "1") return;
+    if (!config::flag(config::Var::exhaustive)) return;
     for (const Fn& f : functions()) {
       if (std::string(f.name) != "sin" && std::string(f.name) != "cos") continue;
       const unsigned n = std::max(1u, std::thread::hardware_concurrency());
