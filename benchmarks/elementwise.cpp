@@ -11,7 +11,8 @@
 // that computes the same thing with libm's expf, in elements per second. Beside them, on 1 and 2
 // threads over the same 16 MiB: exact GELU o = 0.5 x (1 + erf(x / sqrt(2))) and o = sin(x), against
 // the plain C++ loops calling libm's erff and sinf on the same threads (tessera's own f32 erf and
-// sin, runtime/element_math.h, are straight-line code the loop vectoriser widens).
+// sin, runtime/element_math.h, are straight-line code the loop vectoriser widens); and sin again, on
+// 1 thread, of arguments around 2^40, where sin's reduction must be exact (Payne-Hanek).
 //
 // The machine is shared and noisy, so the candidates of one thread count are measured interleaved
 // (one call of each per round, in turn) and compared by their medians: a burst of load from
@@ -194,6 +195,17 @@ int main(int argc, char** argv) {
       report.add_rate("plain C++ sinf loop" + t, g[2], elems, 1e-6, "M elem/s");
       report.add_rate("tessera sin" + t, g[3], elems, 1e-6, "M elem/s", "plain C++ sinf loop" + t);
     }
+    // sin of large arguments (normal samples times 2^40, |x| up to about 2^42), on 1 thread: tessera's
+    // reduction is the same straight-line code for every input, libm's sinf takes its slow path.
+    pl::set_num_threads(1);
+    pl::Array large = pl::Array::from_vector(std::vector<float>(px, px + sn), {srows, scols});
+    for (int64_t i = 0; i < sn; ++i) large.mutable_data_as<float>()[i] *= 0x1p40f;
+    const float* pbig = large.data_as<float>();
+    const std::vector<bench::Stats> big =
+        measure_interleaved({[&] { host_sin(pbig, so.data(), sn, 1); }, [&] { sin_call(large); }}, runs);
+    report.add_rate("plain C++ sinf loop, |x| ~ 2^40, 1 thread", big[0], elems, 1e-6, "M elem/s");
+    report.add_rate("tessera sin, |x| ~ 2^40, 1 thread", big[1], elems, 1e-6, "M elem/s",
+                    "plain C++ sinf loop, |x| ~ 2^40, 1 thread");
   }
   pl::set_num_threads(0);
   for (const char* name : {"memcpy 64 MiB", "plain C++ add loop", "tessera add", "plain C++ a*x + b*y + c loop",

@@ -305,6 +305,7 @@ Value rsqrt(const Operand& x) { return float_unary(OpKind::Rsqrt, x, "pl::rsqrt"
 Value sin(const Operand& x) { return float_unary(OpKind::Sin, x, "pl::sin"); }
 Value cos(const Operand& x) { return float_unary(OpKind::Cos, x, "pl::cos"); }
 Value erf(const Operand& x) { return float_unary(OpKind::Erf, x, "pl::erf"); }
+Value erfc(const Operand& x) { return float_unary(OpKind::Erfc, x, "pl::erfc"); }
 Value floor(const Operand& x) { return float_unary(OpKind::Floor, x, "pl::floor"); }
 Value ceil(const Operand& x) { return float_unary(OpKind::Ceil, x, "pl::ceil"); }
 Value sigmoid(const Operand& x) { return float_unary(OpKind::Logistic, x, "pl::sigmoid"); }

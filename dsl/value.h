@@ -180,6 +180,9 @@ Value sin(const Operand& x);
 Value cos(const Operand& x);
 // The error function (jax.lax.erf / jax.scipy.special.erf), as exact GELU uses it.
 Value erf(const Operand& x);
+// The complementary error function 1 - erf(x) (jax.lax.erfc / jax.scipy.special.erfc), accurate in
+// the tail where 1 - erf(x) rounds to 0.
+Value erfc(const Operand& x);
 Value floor(const Operand& x);
 Value ceil(const Operand& x);
 Value sigmoid(const Operand& x);  // logistic

@@ -103,6 +103,7 @@ Array unary(OpKind kind, const Array& a) {
         case OpKind::Sin: return map1<T, T>(a, d, [&](C v) { return to(rules::float_sin(v)); });
         case OpKind::Cos: return map1<T, T>(a, d, [&](C v) { return to(rules::float_cos(v)); });
         case OpKind::Erf: return map1<T, T>(a, d, [&](C v) { return to(rules::float_erf(v)); });
+        case OpKind::Erfc: return map1<T, T>(a, d, [&](C v) { return to(rules::float_erfc(v)); });
         case OpKind::Floor: return map1<T, T>(a, d, [&](C v) { return to(std::floor(v)); });
         case OpKind::Ceil: return map1<T, T>(a, d, [&](C v) { return to(std::ceil(v)); });
         default: break;

@@ -16,7 +16,7 @@ namespace tessera::rt {
 
 // A block of `shape` whose elements all equal the literal, in `dtype`.
 Array splat(const ir::Literal& value, DType dtype, const Shape& shape);
-// neg, abs, not, exp, log, tanh, sqrt, rsqrt, logistic, sin, cos, erf, floor, ceil.
+// neg, abs, not, exp, log, tanh, sqrt, rsqrt, logistic, sin, cos, erf, erfc, floor, ceil.
 Array unary(ir::OpKind kind, const Array& a);
 // add ... xor and the comparisons; both operands have one shape and dtype.
 Array binary(ir::OpKind kind, const Array& a, const Array& b);

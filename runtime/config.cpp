@@ -66,6 +66,8 @@ constexpr std::array<Variable, var_count> table{{
     // Read by tests/support/golden.h with getenv: the IR layer's tests do not link the runtime.
     {.var = Var::update_golden, .name = "TESSERA_UPDATE_GOLDEN", .kind = Kind::flag, .default_value = "0",
      .doc = "tests: rewrite the golden IR files in tests/golden from the actual output"},
+    {.var = Var::exhaustive, .name = "TESSERA_EXHAUSTIVE", .kind = Kind::flag, .default_value = "0",
+     .doc = "tests: also check f32 sin and cos against libm over every float (minutes)"},
 }};
 
 constexpr bool table_in_order() {

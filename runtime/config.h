@@ -53,8 +53,9 @@ enum class Var : uint8_t {
   cache,
   target,
   update_golden,
+  exhaustive,
 };
-inline constexpr size_t var_count = static_cast<size_t>(Var::update_golden) + 1;
+inline constexpr size_t var_count = static_cast<size_t>(Var::exhaustive) + 1;
 
 enum class Kind : uint8_t {
   flag,     // 1, true, on, yes / 0, false, off, no (any case); set but empty is 0

@@ -37,7 +37,7 @@ enum class OpKind : uint16_t {
 #define TESSERA_COMPARISON_OPS(X) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)
 // Unary: (a) -> the operand type.
 #define TESSERA_UNARY_OPS(X) \
-  X(Neg) X(Abs) X(Not) X(Exp) X(Log) X(Tanh) X(Sqrt) X(Rsqrt) X(Logistic) X(Sin) X(Cos) X(Erf) X(Floor) X(Ceil)
+  X(Neg) X(Abs) X(Not) X(Exp) X(Log) X(Tanh) X(Sqrt) X(Rsqrt) X(Logistic) X(Sin) X(Cos) X(Erf) X(Erfc) X(Floor) X(Ceil)
 #define TESSERA_OP_CASE(name) case ::tessera::ir::OpKind::name:
 
 enum OpFlags : uint32_t {

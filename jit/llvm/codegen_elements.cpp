@@ -65,6 +65,17 @@ struct IrMath {
   I ior(I x, I y) const { return b.CreateOr(x, y); }
   I shl(I x, int n) const { return b.CreateShl(x, static_cast<uint64_t>(n)); }
   I sra(I x, int n) const { return b.CreateAShr(x, static_cast<uint64_t>(n)); }
+  I lsr(I x, int n) const { return b.CreateLShr(x, static_cast<uint64_t>(n)); }
+  I shlv(I x, I n) const { return b.CreateShl(x, n); }
+  I lsrv(I x, I n) const { return b.CreateLShr(x, n); }
+  I imul(I x, I y) const { return b.CreateMul(x, y); }
+  // The high word of the 64-bit product of the zero-extended operands (x86: vpmuludq).
+  I umulhi(I x, I y) const {
+    llvm::Value* p = b.CreateMul(b.CreateZExt(x, b.getInt64Ty()), b.CreateZExt(y, b.getInt64Ty()));
+    return b.CreateTrunc(b.CreateLShr(p, 32), b.getInt32Ty());
+  }
+  B ieq(I x, I y) const { return b.CreateICmpEQ(x, y); }
+  B ult(I x, I y) const { return b.CreateICmpULT(x, y); }
 };
 
 }  // namespace
@@ -209,7 +220,7 @@ llvm::Value* Emitter::unary(OpKind k, DType t, llvm::Value* x) {
   switch (k) {
     case OpKind::Neg: r = b_.CreateFNeg(x); break;
     case OpKind::Abs: r = intrinsic(llvm::Intrinsic::fabs, {x}); break;
-    // rules::float_exp / float_log / float_tanh / float_sin / float_cos / float_erf /
+    // rules::float_exp / float_log / float_tanh / float_sin / float_cos / float_erf / float_erfc /
     // float_logistic: tessera's own algorithms (runtime/element_math.h) emitted step by step for
     // f32 (and so bf16/f16); libm for f64.
     case OpKind::Exp: r = t == DType::f64 ? libm("expf", "exp", t, {x}) : rules::math::exp(ir_math, x); break;
@@ -218,6 +229,7 @@ llvm::Value* Emitter::unary(OpKind k, DType t, llvm::Value* x) {
     case OpKind::Sin: r = t == DType::f64 ? libm("sinf", "sin", t, {x}) : rules::math::sin(ir_math, x); break;
     case OpKind::Cos: r = t == DType::f64 ? libm("cosf", "cos", t, {x}) : rules::math::cos(ir_math, x); break;
     case OpKind::Erf: r = t == DType::f64 ? libm("erff", "erf", t, {x}) : rules::math::erf(ir_math, x); break;
+    case OpKind::Erfc: r = t == DType::f64 ? libm("erfcf", "erfc", t, {x}) : rules::math::erfc(ir_math, x); break;
     case OpKind::Sqrt: r = intrinsic(llvm::Intrinsic::sqrt, {x}); break;
     case OpKind::Rsqrt: r = b_.CreateFDiv(one, intrinsic(llvm::Intrinsic::sqrt, {x})); break;
     case OpKind::Logistic:

@@ -1,6 +1,6 @@
-// erf, sin and cos in kernels: tessera's own f32 algorithms (runtime/element_math.h) run in both
+// erf, erfc, sin and cos in kernels: tessera's own f32 algorithms (runtime/element_math.h) run in both
 // backends, so compiled code gives the interpreter's bits, and a compiled loop over them is vector
-// code with no call of libm's sinf, cosf or erff. (Their accuracy is measured in
+// code with no call of libm's sinf, cosf, erff or erfcf. (Their accuracy is measured in
 // tests/runtime/element_math_test.cpp; element_rules_test.cpp covers their edge values.)
 #include <doctest/doctest.h>
 
@@ -33,17 +33,24 @@ struct Fn {
 };
 const std::vector<Fn>& functions() {
   static const std::vector<Fn> fns = {{"erf", pl::erf, rules::float_erf<float>},
+                                      {"erfc", pl::erfc, rules::float_erfc<float>},
                                       {"sin", pl::sin, rules::float_sin<float>},
                                       {"cos", pl::cos, rules::float_cos<float>}};
   return fns;
 }
 
 // f32 inputs: every 65537th bit pattern (both signs, subnormals, infinities, NaNs), and the 64
-// floats either side of the places where the algorithms switch piece, quadrant or range.
+// floats either side of the places where the algorithms switch piece, quadrant or range, and of
+// large arguments: powers of two, 1e30, the largest float, and the floats nearest a multiple of
+// pi/2 in their binades, where the reduction cancels the most bits.
 std::vector<float> f32_inputs() {
   std::vector<float> v;
   for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 65537) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
-  for (float t : {0.0f, 1.0f, 2.25f, 3.85f, 0.785398163f, 1.57079633f, 3.14159265f, 0x1p20f, rules::math::kTrigLimit}) {
+  for (float t : {0.0f, 1.0f, 2.25f, 3.85f, 0.46875f, 1.5f, 2.5f, 10.1f, 0.785398163f, 1.57079633f, 3.14159265f, 0x1p20f,
+                  0x1p22f, 0x1p30f, 1e30f, std::numeric_limits<float>::max(),
+                  // nearest a multiple of pi/2 in [2^22, 2^23), [2^30, 2^31), [2^95, 2^96) (of every
+                  // float: |r| = 1.6e-9), [2^99, 2^100) and [2^127, 2^128)
+                  0x1.4ac55cp+22f, 0x1.27a94ap+30f, 0x1.f37c8ap+95f, 0x1.f37c8ap+99f, 0x1.7b9b4p+127f}) {
     float lo = t, hi = t;
     for (int i = 0; i < 64; ++i) {
       lo = std::nextafter(lo, -std::numeric_limits<float>::infinity());
@@ -73,7 +80,7 @@ void check_same(const std::string& what, const pl::Array& got, const pl::Array& 
 }  // namespace
 
 TEST_SUITE("dsl") {
-  TEST_CASE("erf, sin and cos: compiled code gives the rule's bits, f32 over a sweep and bf16/f16 over every value") {
+  TEST_CASE("erf, erfc, sin and cos: compiled code gives the rule's bits, f32 over a sweep and bf16/f16 over every value") {
     for (pl::DType d : {pl::f32, pl::bf16, pl::f16}) {
       pl::Array x;
       if (d == pl::f32) {
@@ -104,7 +111,7 @@ TEST_SUITE("dsl") {
     }
   }
 
-  TEST_CASE("erf, sin and cos: exact GELU and sin * cos pass the differential check") {
+  TEST_CASE("erf, erfc, sin and cos: exact GELU (through erf and erfc) and sin * cos pass the differential check") {
     // Blocked over a grid, so the compiled loops run over whole and partial vectors; each call runs
     // again in the interpreter and must agree (CallOptions::check_against_interpreter).
     std::vector<float> v(96 * 80);
@@ -117,6 +124,10 @@ TEST_SUITE("dsl") {
     pl::Array gelu = pl::pallas_call(
         [](pl::Ref a, pl::Ref o) { o() = 0.5f * a() * (1.0f + pl::erf(a() * static_cast<float>(M_SQRT1_2))); }, grid,
         pl::ShapeDtype({96, 80}, pl::f32), check)(x);
+    // GELU again through erfc: 0.5 x erfc(-x / sqrt(2)), which stays accurate for large negative x.
+    pl::Array gelu_c = pl::pallas_call(
+        [](pl::Ref a, pl::Ref o) { o() = 0.5f * a() * pl::erfc(-a() * static_cast<float>(M_SQRT1_2)); }, grid,
+        pl::ShapeDtype({96, 80}, pl::f32), check)(x);
     pl::Array rot = pl::pallas_call([](pl::Ref a, pl::Ref o) { o() = pl::sin(a()) * pl::cos(a()); }, grid,
                                     pl::ShapeDtype({96, 80}, pl::f32), check)(x);
     // And the values are the functions': within 1e-6 (absolute, and relative beyond 1) of the
@@ -126,22 +137,23 @@ TEST_SUITE("dsl") {
       const double g = 0.5 * t * (1 + std::erf(t * M_SQRT1_2)), r = std::sin(t) * std::cos(t);
       INFO("x = " << t);
       CHECK(gelu.reshape({96 * 80}).at<float>({i}) == doctest::Approx(g).epsilon(1e-6));
+      CHECK(gelu_c.reshape({96 * 80}).at<float>({i}) == doctest::Approx(g).epsilon(1e-6));
       CHECK(rot.reshape({96 * 80}).at<float>({i}) == doctest::Approx(r).epsilon(1e-6));
     }
   }
 
-  TEST_CASE("erf, sin and cos: a compiled loop over them is vector code with no libm call") {
+  TEST_CASE("erf, erfc, sin and cos: a compiled loop over them is vector code with no libm call") {
     setenv("TESSERA_CACHE", "0", 1);
     setenv("TESSERA_DUMP_LLVM", "1", 1);
     const pl::Array x = testing::ramp(64, 256);
     pl::Array out;
     const std::string ir = testing::capture_stderr([&] {
-      out = pl::pallas_call([](pl::Ref a, pl::Ref o) { o() = pl::erf(a()) + pl::sin(a()) * pl::cos(a()); }, pl::GridSpec{},
+      out = pl::pallas_call([](pl::Ref a, pl::Ref o) { o() = pl::erf(a()) + pl::erfc(a()) + pl::sin(a()) * pl::cos(a()); }, pl::GridSpec{},
                             pl::ShapeDtype({64, 256}, pl::f32))(x);
     });
     unsetenv("TESSERA_DUMP_LLVM");
     unsetenv("TESSERA_CACHE");
-    for (const char* libm : {"@sinf", "@cosf", "@erff"}) {
+    for (const char* libm : {"@sinf", "@cosf", "@erff", "@erfcf"}) {
       INFO(libm);
       CHECK(ir.find(libm) == std::string::npos);
     }
@@ -152,7 +164,7 @@ TEST_SUITE("dsl") {
     // And the vector code computes the rule.
     for (int64_t i = 0; i < 64 * 256; ++i) {
       const float t = x.reshape({64 * 256}).at<float>({i});
-      const float want = rules::float_erf(t) + rules::float_sin(t) * rules::float_cos(t);
+      const float want = rules::float_erf(t) + rules::float_erfc(t) + rules::float_sin(t) * rules::float_cos(t);
       CHECK(std::bit_cast<uint32_t>(out.reshape({64 * 256}).at<float>({i})) == std::bit_cast<uint32_t>(want));
     }
   }

@@ -41,7 +41,7 @@ inline ir::Function kernel_with_every_op() {
     for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Rem, OpKind::Pow, OpKind::Max, OpKind::Min})
       v = b.create_value(k, {v, v}, blk(DType::f32, {8, 8}), {}, {});
     for (OpKind k : {OpKind::Neg, OpKind::Abs, OpKind::Exp, OpKind::Log, OpKind::Tanh, OpKind::Sqrt, OpKind::Rsqrt,
-                     OpKind::Logistic, OpKind::Sin, OpKind::Cos, OpKind::Erf, OpKind::Floor, OpKind::Ceil})
+                     OpKind::Logistic, OpKind::Sin, OpKind::Cos, OpKind::Erf, OpKind::Erfc, OpKind::Floor, OpKind::Ceil})
       v = b.create_value(k, {v}, blk(DType::f32, {8, 8}), {}, {});
     ValueId iv = b.create_value(OpKind::Iota, {}, blk(DType::i32, {8, 8}), int64_t{1}, {});
     for (OpKind k : {OpKind::And, OpKind::Or, OpKind::Xor}) iv = b.create_value(k, {iv, iv}, blk(DType::i32, {8, 8}), {}, {});

@@ -45,6 +45,7 @@ TEST_SUITE("runtime") {
         {OpKind::Sin, [](double x) { return std::sin(x); }},
         {OpKind::Cos, [](double x) { return std::cos(x); }},
         {OpKind::Erf, [](double x) { return std::erf(x); }},
+        {OpKind::Erfc, [](double x) { return std::erfc(x); }},
         {OpKind::Floor, [](double x) { return std::floor(x); }},
         {OpKind::Ceil, [](double x) { return std::ceil(x); }},
     };
