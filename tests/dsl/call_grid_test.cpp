@@ -295,3 +295,34 @@ TEST_SUITE("dsl") {
     CHECK(ir::print(ir::parse(ir::print(traced))) == ir::print(traced));
   }
 }
+
+TEST_SUITE("call grid") {
+  TEST_CASE("call grid: a size that is bad on one device of a communicating shard_map is that device's error, no hang") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({2}, {"i"});
+      // Every device signals its neighbour's barrier and waits for its own: device 1's grid size is
+      // negative, so it never starts, and device 0 would wait for it.
+      auto kernel = [](pl::Ref, pl::Ref o) {
+        pl::Value me = pl::axis_index("i");
+        pl::Ref barrier = pl::get_barrier_semaphore();
+        pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + 1) % 2}));
+        pl::semaphore_wait(barrier, 1);
+        o() = pl::zeros_like(o);
+      };
+      auto f = pl::shard_map(
+          [&](const pl::Array& sizes) {
+            pl::CallOptions options = backend;
+            options.compiler_params.collective_id = 2;
+            return pl::pallas_call(kernel,
+                                   pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1,
+                                                              .grid = {pl::from_prefetch(0)},
+                                                              .out_specs = {pl::BlockSpec({1}, [](pl::Value, pl::Ref) { return pl::idx(0); })}},
+                                   pl::ShapeDtype({1}, pl::f32), options)(sizes.reshape({}));
+          },
+          mesh, {pl::P("i")}, {pl::P("i")});
+      const pl::Array sizes = pl::Array::from_vector(std::vector<int32_t>{1, -1}, {2});
+      const std::string what = testing::runtime_error_of([&] { f(sizes); });
+      CHECK_MESSAGE(what.find("negative") != std::string::npos, what);
+    });
+  }
+}
