@@ -539,10 +539,14 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
   for (size_t k = 0; k < num_prefetch; ++k) data[k] = prefetch[k].mutable_data();
   for (size_t k = num_prefetch; k < args.size(); ++k) data[k] = const_cast<std::byte*>(args[k].data());
   // A semaphore input is the kernel's own copy of the caller's counts: its waits take from them.
+  // Reserved only when there is one (no allocation on the common launch path): a small array lives
+  // inside its Array, so the copies must not move.
   std::vector<Array> semaphore_inputs;
-  semaphore_inputs.reserve(args.size());  // a small array lives inside its Array: the copies must not move
-  for (size_t k = num_prefetch; k < args.size(); ++k)
-    if (is_semaphore(exe.operands[k].dtype)) data[k] = semaphore_inputs.emplace_back(args[k]).mutable_data();
+  for (size_t k = num_prefetch; k < args.size(); ++k) {
+    if (!is_semaphore(exe.operands[k].dtype)) continue;
+    if (semaphore_inputs.capacity() == 0) semaphore_inputs.reserve(args.size());
+    data[k] = semaphore_inputs.emplace_back(args[k]).mutable_data();
+  }
   for (size_t o = 0; o < outs.size(); ++o) data[args.size() + o] = outs[o].mutable_data();
   for (auto [in, out] : exe.aliases) data[in] = data[args.size() + static_cast<size_t>(out)];
   const OperandMemory mem{std::span<void* const>(data, count), {}};
@@ -569,7 +573,6 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
   check_operand_semaphores(exe, mem.data, exe.name(), ExecutionPoint{static_cast<int>(member), 0, {}, {}});
   return outs;
 }
-
 
 namespace {
 
