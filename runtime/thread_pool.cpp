@@ -173,11 +173,6 @@ void Failures::record(size_t i, std::exception_ptr e) {
   order_[i] = static_cast<int64_t>(when);
 }
 
-size_t Failures::first() const {
-  const std::vector<size_t> failed = in_order();
-  return failed.empty() ? size() : failed.front();
-}
-
 std::vector<size_t> Failures::in_order() const {
   std::vector<size_t> failed;
   for (size_t i = 0; i < size(); ++i)

@@ -96,8 +96,6 @@ class Failures {
   // in the kernel as it failed, not when the exception reached its body's end), else the time of
   // record. Larger is later.
   int64_t order(size_t i) const { return order_[i]; }
-  // The body that failed first, or size() when none did.
-  size_t first() const;
   // The bodies that failed, first first.
   std::vector<size_t> in_order() const;
 
