@@ -48,7 +48,23 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::grow(int workers) {
-  while (static_cast<int>(workers_.size()) < workers) workers_.emplace_back([this] { worker_loop(); });
+  while (static_cast<int>(workers_.size()) < workers) {
+    Seat& seat = *seats_.emplace_back(std::make_unique<Seat>());
+    workers_.emplace_back([this, &seat] {
+      seat.placement = ThreadPlacement::of_calling_thread();
+      worker_loop(seat);
+    });
+  }
+}
+
+void ThreadPool::spread_from(int cpu, int workers) {
+  if (cpu < 0) return;
+  for (int w = 0; w < workers; ++w) {
+    Seat& seat = *seats_[static_cast<size_t>(w)];
+    if (seat.cpu.load(std::memory_order_acquire) == cpu && !seat.moved.load(std::memory_order_relaxed) &&
+        seat.placement.move_off(cpu))
+      seat.moved.store(true, std::memory_order_release);
+  }
 }
 
 namespace {
@@ -64,12 +80,15 @@ bool poll(Ready ready) {
 }
 }  // namespace
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(Seat& seat) {
   uint64_t seen = 0;
   for (;;) {
     const std::function<void(int)>* task;
     int index;
-    poll([&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; });
+    poll([&] {
+      seat.cpu.store(current_cpu(), std::memory_order_release);  // after `placement` is set
+      return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen;
+    });
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -83,6 +102,8 @@ void ThreadPool::worker_loop() {
       index = next_++;
       if (next_ >= end_) seen = generation_;
     }
+    // Moved off the launching thread's core: free to move again from here (it stays where it is).
+    if (seat.moved.exchange(false, std::memory_order_acquire)) seat.placement.restore();
     (*task)(index);
     {
       std::lock_guard lock(mutex_);
@@ -108,6 +129,12 @@ void ThreadPool::run(int n, const std::function<void(int)>& fn) {
   {
     std::lock_guard lock(mutex_);
     grow(n - 1);
+  }
+  // Before the workers see the task: one still queued on this thread's core would otherwise start
+  // only when this thread is preempted, with nothing left to do (SharedRanges hands it all to us).
+  spread_from(current_cpu(), n - 1);
+  {
+    std::lock_guard lock(mutex_);
     task_ = &fn;
     next_ = 1;
     end_ = n;

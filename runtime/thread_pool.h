@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "runtime/cpu_placement.h"
 #include "runtime/settings.h"  // num_threads, set_num_threads
 
 namespace tessera::rt {
@@ -40,14 +42,24 @@ class ThreadPool {
   static constexpr int64_t kPollMicroseconds = 300;
 
  private:
+  // What a launch knows of a worker: where it last polled, so that a worker queued on the launching
+  // thread's core is moved off it before the launch (cpu_placement.h says why), and whether it was.
+  struct Seat {
+    ThreadPlacement placement;
+    std::atomic<int> cpu{-1};
+    std::atomic<bool> moved{false};
+  };
+
   ThreadPool() = default;
-  void worker_loop();
+  void worker_loop(Seat& seat);
   void grow(int workers);
+  void spread_from(int cpu, int workers);
 
   std::mutex run_mutex_;  // one launch at a time uses the workers
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
+  std::vector<std::unique_ptr<Seat>> seats_;  // seats_[i] is workers_[i]'s; stable addresses
   const std::function<void(int)>* task_ = nullptr;
   int next_ = 0, end_ = 0;
   // Written under mutex_; atomic so that polling threads may read them without it.

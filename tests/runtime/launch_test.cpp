@@ -4,8 +4,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 
+#include <sched.h>
+
+#include "runtime/cpu_placement.h"
 #include "runtime/debug_print_format.h"
 #include "runtime/executable.h"
 #include "runtime/launch.h"
@@ -125,6 +130,79 @@ TEST_SUITE("runtime") {
       });
       CHECK(finished.load() == 3);
     }
+  }
+
+  TEST_CASE("thread pool: a worker found on the launching thread's core runs its task on another") {
+    // Linux leaves two busy threads queued on one core for tens of milliseconds (cpu_placement.h):
+    // the pool moves such a worker before the launch. Set it up on purpose: the caller and (inside
+    // one launch) the worker that claims task 1 are pinned to the caller's core; the next launches
+    // must find that worker moved.
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+    if (CPU_COUNT(&all) < 2) {
+      MESSAGE("one core in this process's affinity: nothing to move to");
+      return;
+    }
+    const int here = sched_getcpu();
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(here, &one);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+    const std::thread::id caller = std::this_thread::get_id();
+    // Task 0 waits until task 1 has started, so that a worker, not the caller, runs task 1.
+    auto launch = [&](const std::function<void()>& on_worker) {
+      std::atomic<bool> started{false};
+      bool on_a_worker = false;
+      ThreadPool::global().run(2, [&](int i) {
+        if (i == 1) {
+          on_a_worker = std::this_thread::get_id() != caller;
+          if (on_a_worker) on_worker();
+          started = true;
+        } else {
+          while (!started) std::this_thread::yield();
+        }
+      });
+      return on_a_worker;
+    };
+    bool pinned = false;
+    for (int round = 0; round < 20 && !pinned; ++round)
+      pinned = launch([&] { REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0); });
+    REQUIRE(pinned);
+    for (int round = 0; round < 5; ++round) {
+      int cpu = -1;
+      if (launch([&] { cpu = sched_getcpu(); })) {
+        INFO("round ", round);
+        CHECK(cpu != here);
+      }
+    }
+    REQUIRE(sched_setaffinity(0, sizeof all, &all) == 0);
+  }
+
+  TEST_CASE("thread placement: a thread moved off its core runs elsewhere at once; restore gives its cores back") {
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+    std::optional<ThreadPlacement> placement;
+    std::atomic<int> cpu{-1}, stage{0}, after{-1};
+    std::thread t([&] {
+      placement = ThreadPlacement::of_calling_thread();
+      stage = 1;
+      while (stage != 2) cpu = sched_getcpu();  // busy: queued or running, never asleep
+      after = sched_getcpu();
+      placement->restore();
+      cpu_set_t now;
+      CPU_ZERO(&now);
+      sched_getaffinity(0, sizeof now, &now);
+      CHECK(CPU_EQUAL(&now, &all));
+    });
+    while (stage != 1 || cpu < 0) std::this_thread::yield();
+    const int from = cpu;
+    const bool moved = placement->move_off(from);
+    stage = 2;
+    t.join();
+    CHECK(moved == (CPU_COUNT(&all) >= 2));
+    if (moved) CHECK(after.load() != from);
   }
 
   TEST_CASE("shared ranges: a core's thread takes all of its own range, then the back half of the largest other") {
