@@ -240,8 +240,8 @@ std::vector<Array> MpmdImpl::run(std::span<const Array> args, SourceLoc loc) {
   // Schedule exploration: the whole group of participants under each seed (no grid: no block writes).
   if (const auto& ip = spec_.options.interpret; ip && ip->num_schedules > 1)
     return explore_schedules(
-        [&](uint64_t seed, rt::BlockWriteLog&) {
-          return rt::launch_together(title(), progs->participants, args, {.seed = seed});
+        [&](const rt::LaunchOptions& options) {
+          return rt::launch_together(title(), progs->participants, args, {.seed = options.seed});
         },
         ip->random_seed, ip->num_schedules, 0, title(), loc);
   std::vector<Array> outs = rt::launch_together(title(), progs->participants, args);

@@ -206,9 +206,7 @@ void compare_with_interpreter(std::span<const Array> compiled, std::span<const A
 std::vector<Array> explore_schedules(const rt::Executable& exe, std::span<const Array> args, uint64_t first_seed,
                                      int64_t count, int num_inputs, const std::string& title, SourceLoc loc) {
   return explore_schedules(
-      [&](uint64_t seed, rt::BlockWriteLog& writes) {
-        return rt::launch(exe, args, {.block_writes = &writes, .seed = seed});
-      },
+      [&](const rt::LaunchOptions& options) { return rt::launch(exe, args, options); },
       first_seed, count, num_inputs, title, loc);
 }
 
@@ -223,13 +221,14 @@ std::vector<Array> explore_schedules(const ScheduleRun& run, uint64_t first_seed
   for (int64_t s = 0; s < count; ++s) {
     const uint64_t seed = first_seed + static_cast<uint64_t>(s);
     rt::BlockWriteLog writes;
+    uint64_t instant = 0;
     std::vector<Array> outs;
     try {
-      outs = run(seed, writes);
+      outs = run({.block_writes = &writes, .seed = seed, .instant = &instant});
     } catch (const RuntimeError& e) {
-      throw RuntimeError(fmt::format("{}\n  schedule: random_seed={} ({} of {} explored); replay it {}", e.problem(), seed, s + 1,
-                                     count, replay(seed)),
-                         e.where(), e.loc());
+      // Retold, so that it keeps its time (and notes) among the failures of other devices.
+      throw e.retold(fmt::format("{}\n  schedule: random_seed={} ({} of {} explored); replay it {}", e.problem(), seed,
+                                 s + 1, count, replay(seed)));
     }
     if (s == 0) {
       first = std::move(outs);
@@ -249,7 +248,7 @@ std::vector<Array> explore_schedules(const ScheduleRun& run, uint64_t first_seed
                       "Replay it {}",
                       title, o, fmt::join(m->index, ", "), m->compiled, seed, m->interpreted, first_seed, m->count,
                       outs[o].size(), replay(seed)),
-          w ? w->point : ExecutionPoint{}, loc);
+          w ? w->point : ExecutionPoint{}, loc, instant ? instant : next_failure_sequence());
     }
   }
   return first;

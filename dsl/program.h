@@ -96,13 +96,15 @@ void build_executable(rt::Executable& exe, const ir::Function& traced, const Cal
 
 // Schedule exploration (InterpretParams::num_schedules), the one loop of pallas_call and mpmd_map:
 // runs the interpreted call under the seeds first_seed, first_seed + 1, ... (`count` of them), each
-// by `run(seed, writes)`, which launches it under that seed schedule and logs the blocks its grid
-// writes back into `writes` (a call without a grid leaves it empty). A schedule's RuntimeError is
-// rethrown naming its seed; outputs that differ from the first schedule's are a RuntimeError naming
-// both seeds, the output, its first differing element and the grid point whose block holds it (when
-// one does; `num_inputs`: the grid pipeline's inputs before its outputs). Returns the first
-// schedule's outputs.
-using ScheduleRun = std::function<std::vector<Array>(uint64_t seed, rt::BlockWriteLog& writes)>;
+// by `run(options)`, which launches it under the schedule of `options.seed`, logs the blocks its grid
+// writes back into `*options.block_writes` (a call without a grid leaves it empty) and sets
+// `*options.instant` if it can. A schedule's RuntimeError is rethrown naming its seed; outputs that
+// differ from the first schedule's are a RuntimeError naming both seeds, the output, its first
+// differing element and the grid point whose block holds it (when one does; `num_inputs`: the grid
+// pipeline's inputs before its outputs), dated by the launch's instant: the devices of a shard_map
+// whose outputs all differ under one collective launch tie, and the first device's report is the
+// error whichever finished first. Returns the first schedule's outputs.
+using ScheduleRun = std::function<std::vector<Array>(const rt::LaunchOptions& options)>;
 std::vector<Array> explore_schedules(const ScheduleRun& run, uint64_t first_seed, int64_t count, int num_inputs,
                                      const std::string& title, SourceLoc loc);
 // pallas_call's: each schedule is one rt::launch of the interpreted `exe`.

@@ -104,6 +104,9 @@ class LaunchGroup {
   Transport& transport() const { return transport_; }
   // Its number among the collective launches of its shard_map call.
   int64_t sequence() const { return sequence_; }
+  // When it was made (next_failure_sequence()): the instant of the launch for every member, which
+  // dates failures found after it (LaunchOptions::instant).
+  uint64_t instant() const { return instant_; }
   int cores() const { return cores_; }
   bool entry_barrier() const { return entry_barrier_; }
   std::mutex& mutex() { return mutex_; }
@@ -174,6 +177,7 @@ class LaunchGroup {
   bool entry_barrier_;
   Transport& transport_;
   int64_t sequence_;
+  uint64_t instant_ = next_failure_sequence();
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Participant> participants_;

@@ -477,6 +477,7 @@ std::vector<Array> launch(const Executable& exe, std::span<const Array> args, co
                                                         : std::make_shared<RaceDetector>(false);
   const std::optional<uint64_t> seed = schedule_seed(exe, options.seed);
   const std::shared_ptr<LaunchGroup> group = join_collective(exe, device, split.active, seed);
+  if (options.instant) *options.instant = group ? group->instant() : next_failure_sequence();
   const int64_t member = device ? device->logical : 0;
   // Cores of a launch without a group take turns under a schedule of their own.
   std::mutex own_schedule_mutex;

@@ -205,6 +205,9 @@ struct Executable;
 struct LaunchOptions {
   BlockWriteLog* block_writes = nullptr;  // checked backends log the blocks they write back here
   std::optional<uint64_t> seed;           // replaces Executable::checked.seed (schedule exploration)
+  // Set to the launch's instant, a next_failure_sequence() value that dates a failure found after it:
+  // the same for every device of a collective launch (LaunchGroup::instant), else taken at its start.
+  uint64_t* instant = nullptr;
 };
 
 // A pallas_call: runs `exe` over its grid on the current device (rt::current_device(), none outside

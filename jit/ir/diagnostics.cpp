@@ -45,15 +45,17 @@ uint64_t next_failure_sequence() {
 }
 
 RuntimeError::RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc)
+    : RuntimeError(std::move(what), std::move(where), loc, next_failure_sequence()) {}
+
+RuntimeError::RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc, uint64_t sequence)
     : Error(fmt::format("{}\n  where: {}\n  at:    {}", what, where.str(), loc.str())),
       what_(std::move(what)),
       where_(std::move(where)),
       loc_(loc),
-      sequence_(next_failure_sequence()) {}
+      sequence_(sequence) {}
 
 RuntimeError RuntimeError::retold(std::string what, const std::vector<std::string>& more) const {
-  RuntimeError told(std::move(what), where_, loc_);
-  told.sequence_ = sequence_;
+  RuntimeError told(std::move(what), where_, loc_, sequence_);
   told.notes_ = notes_;
   told.notes_.insert(told.notes_.end(), more.begin(), more.end());
   std::string message = told.Error::what();

@@ -82,6 +82,10 @@ uint64_t next_failure_sequence();
 class RuntimeError : public Error {
  public:
   RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc);
+  // A failure found at an instant taken earlier (a next_failure_sequence() value): a check after a
+  // launch that several devices made together dates its failure by the launch, so that the devices'
+  // findings tie and the first device's wins (rt::run_on_devices), whichever thread got there first.
+  RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc, uint64_t sequence);
   const std::string& problem() const { return what_; }
   const ExecutionPoint& where() const { return where_; }
   SourceLoc loc() const { return loc_; }

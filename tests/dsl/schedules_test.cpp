@@ -70,6 +70,33 @@ pl::Array unordered_puts(const pl::Array& x, const pl::CallOptions& options, boo
   return f(x).gather();
 }
 
+// Both devices copy their own rows into their output and send them into the other's, unordered:
+// under some schedules each device's output ends with the other's rows, under others with its own.
+pl::Array crossed_puts(const pl::Array& x, const pl::CallOptions& options) {
+  const pl::Mesh mesh({2}, {"x"});
+  auto kernel = [](pl::Ref in, pl::Ref out, pl::Ref local, pl::Ref send, pl::Ref recv) {
+    const pl::Value other = 1 - pl::axis_index("x");
+    auto own = pl::make_async_copy(in, out, local);
+    auto put = pl::make_async_remote_copy(in, out, send, recv, pl::DeviceId({{"x", other}}));
+    own.start();
+    put.start();
+    own.wait();
+    put.wait_send();
+    put.wait_recv();
+  };
+  auto f = pl::shard_map(
+      [&](const pl::Array& block) {
+        return pl::pallas_call(kernel,
+                               pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                            .out_specs = {pl::BlockSpec(pl::ANY)},
+                                            .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA,
+                                                               pl::SemaphoreType::DMA}},
+                               pl::ShapeDtype(block.shape(), block.dtype()), options)(block);
+      },
+      mesh, {pl::P("x")}, {pl::P("x")});
+  return f(x).gather();
+}
+
 // Device 1 signals device 0, which takes the signal only if it has already arrived when it looks
 // (semaphore_read): a missing wait. When device 0 looks too early, the signal lands after it
 // stopped waiting (the semaphore is left non-zero) or after its kernel ended (the signal has no
@@ -124,6 +151,21 @@ TEST_SUITE("dsl") {
     const pl::Array ordered = unordered_puts(x, testing::interpret(seeded(0, 16)), /*ordered=*/true);
     CHECK(pl::dynamic_slice(ordered, {0, 0}, {kRows, kCols}).to_vector<float>() ==
           pl::dynamic_slice(x, {kRows, 0}, {kRows, kCols}).to_vector<float>());
+  }
+
+  TEST_CASE("schedules: when every device's output depends on the schedule, the first device's report is the error") {
+    // Both devices find their outputs differ after the same collective launch: neither finding is a
+    // consequence of the other, so the first device's is the error (the other's a note), whichever
+    // device's thread got there first, and a replay gives the same text every time.
+    const pl::Array x = testing::ramp(2 * kRows, kCols);
+    std::set<std::string> errors;
+    for (int run = 0; run < 200; ++run) errors.insert(error_of([&] { crossed_puts(x, testing::interpret(seeded(0, 16))); }));
+    REQUIRE(errors.size() == 1);
+    const std::string& m = *errors.begin();
+    CHECK(m.find("output 0 depends on the schedule") != std::string::npos);
+    CHECK(m.find("device 0") != std::string::npos);
+    CHECK(m.find("note:") != std::string::npos);
+    CHECK(m.find("note:  device 1") != std::string::npos);
   }
 
   TEST_CASE("schedules: a missing wait between devices fails under some seeds, and a seed replays its error bit for bit") {
