@@ -12,7 +12,8 @@
 // dense_n: the gmm-shaped matmul on gmm's grid order, n tiles outermost) N times after a warm-up
 // and prints one line, its wall and CPU-time medians, for `perf record` to see that op alone and
 // for comparing builds on a loaded machine; --groups 1 puts every row in one group and --aligned
-// makes the 8 groups whole m-tiles (neither has boundary tiles).
+// makes the 8 groups whole m-tiles (neither has boundary tiles); --sizes gives any group sizes
+// summing to m (e.g. 64,128,...,128,64: a boundary in the middle of every tile).
 #include <fmt/format.h>
 
 #include <tessera/megablox.hpp>
