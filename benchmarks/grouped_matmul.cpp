@@ -6,13 +6,14 @@
 // all measured in the same run.
 //
 //   grouped_matmul [--json results.json] [--runs N]
-//   grouped_matmul --profile OP --dtype f32|bf16 [--groups 1|8] [--aligned] [--threads T] [--iters N]
+//   grouped_matmul --profile OP --dtype f32|bf16 [--groups 1|8] [--aligned] [--sizes a,b,...] [--threads T] [--iters N]
 //
 // --profile runs only OP (gmm, tgmm, dense: the gmm-shaped matmul, dense_t: the tgmm-shaped one,
 // dense_n: the gmm-shaped matmul on gmm's grid order, n tiles outermost) N times after a warm-up
 // and prints one line, its wall and CPU-time medians, for `perf record` to see that op alone and
 // for comparing builds on a loaded machine; --groups 1 puts every row in one group and --aligned
-// makes the 8 groups whole m-tiles (neither has boundary tiles).
+// makes the 8 groups whole m-tiles (neither has boundary tiles); --sizes gives any group sizes
+// summing to m (e.g. 64,128,...,128,64: a boundary in the middle of every tile).
 #include <fmt/format.h>
 
 #include <tessera/megablox.hpp>
@@ -100,9 +101,18 @@ int profile(int argc, char** argv) {
   // --aligned: 8 groups of whole m-tiles (no tile crosses a boundary), to tell the cost of more
   // groups (more rhs to read and pack) from that of boundary tiles.
   const std::vector<int32_t> aligned{256, 384, 0, 128, 384, 128, 512, 256};
-  const std::vector<int32_t> sizes = groups == 1                           ? std::vector<int32_t>{static_cast<int32_t>(m)}
-                                     : bench::has_flag(argc, argv, "--aligned") ? aligned
-                                                                                : kSizes;
+  std::vector<int32_t> sizes = groups == 1                           ? std::vector<int32_t>{static_cast<int32_t>(m)}
+                               : bench::has_flag(argc, argv, "--aligned") ? aligned
+                                                                          : kSizes;
+  // --sizes a,b,...: any group sizes summing to m, to move the boundaries around.
+  if (const std::string list = bench::arg(argc, argv, "--sizes"); !list.empty()) {
+    sizes.clear();
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      sizes.push_back(std::atoi(list.substr(at, comma - at).c_str()));
+      at = comma + 1;
+    }
+  }
   const int64_t g = static_cast<int64_t>(sizes.size());
   const pl::Array group_sizes = pl::Array::from_vector(sizes, {g});
   const pl::Array lhs = pl::Array::random_normal({m, k}, pl::f32, 0).astype(dt);
@@ -145,7 +155,7 @@ int profile(int argc, char** argv) {
         cpu.seconds.push_back(cpu_seconds() - c0);
       },
       iters, 0);
-  std::printf("%s %s groups=%d: median %.3f ms, cpu %.3f ms\n", op.c_str(), pl::dtype_name(dt).data(), groups,
+  std::printf("%s %s groups=%d: median %.3f ms, cpu %.3f ms\n", op.c_str(), pl::dtype_name(dt).data(), static_cast<int>(g),
               s.median() * 1e3, cpu.median() * 1e3);
   return 0;
 }

@@ -126,9 +126,11 @@ std::vector<MatrixOperand> Emitter::matrices(ValueId v, const std::vector<int64_
 // back, never loaded), so a block packed once stays valid; across grid steps the same block recurs
 // (a matmul's A(i, k) for every j, megablox gmm's rhs block for every m-tile of its group, and each
 // chunk of a tile), and a direct-mapped cache keyed by its address turns those repacks into
-// lookups.
+// lookups. The cache belongs to the parameter and the way its blocks are packed, not to one dot: a
+// kernel with several dots on the same blocks (megablox gmm's dot over a whole tile and its dot over
+// a chunk of a tile at a group boundary) packs each block once for all of them.
 llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t bytes,
-                                  const std::function<void(llvm::Value*)>& pack) {
+                                  const std::string& layout, const std::function<void(llvm::Value*)>& pack) {
   const ir::Op* d = fn_.def(v);
   if (!d || d->kind != OpKind::Load || ir::load_operands(*d).mask != ir::kNone) return nullptr;
   const RefCg& r = ref(ir::load_operands(*d).ref);
@@ -137,13 +139,17 @@ llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t row
   // Slots for up to 256 blocks or 8 MiB (a power of two): a matmul's B blocks recur only after the
   // grid has visited all of them once (every (k, j) block before i moves on), so a cache smaller
   // than B packed evicts each block before it comes back. 2048 x 1024 bf16 B is 128 blocks, 4 MiB.
-  int64_t slots = 1;
-  while (slots < 256 && 2 * slots * bytes <= (int64_t{8} << 20)) slots *= 2;
-  llvm::Value* keys = entry_alloca(b_.getPtrTy(), slots);
-  for (int64_t s = 0; s < slots; ++s)
-    entry_b_.CreateStore(llvm::ConstantPointerNull::get(b_.getPtrTy()),
-                         entry_b_.CreateInBoundsGEP(entry_b_.getPtrTy(), keys, entry_b_.getInt64(s)));
-  llvm::Value* buffers = temp(slots * bytes);
+  auto [cache, made] = pack_caches_.try_emplace({r.root, layout, x.ld, x.cs, rows, cols, bytes}, PackCache{});
+  if (made) {
+    int64_t slots = 1;
+    while (slots < 256 && 2 * slots * bytes <= (int64_t{8} << 20)) slots *= 2;
+    llvm::Value* keys = entry_alloca(b_.getPtrTy(), slots);
+    for (int64_t s = 0; s < slots; ++s)
+      entry_b_.CreateStore(llvm::ConstantPointerNull::get(b_.getPtrTy()),
+                           entry_b_.CreateInBoundsGEP(entry_b_.getPtrTy(), keys, entry_b_.getInt64(s)));
+    cache->second = PackCache{keys, temp(slots * bytes), slots};
+  }
+  const auto [keys, buffers, slots] = cache->second;
   // The slot is the block's (row, column) position in the parameter, row-major over blocks: blocks
   // `minor` bytes apart along the contiguous dim and `major` bytes apart along the strided one, whose
   // rows are `line` bytes long. Distinct blocks of one parameter land in distinct slots while they fit.
@@ -275,11 +281,12 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   if (tiles && B == 1 && strided_views) {
     // A block of a parameter is packed once per kernel run: B always, an A the f32 tile converts.
     if (acc == DType::f32 && !pairs && !gemm_f32_reads_a_in_place(a_ops[0]))
-      if (llvm::Value* dense = cached_pack(lhs, a_ops[0], M, K, M * K * 4, [&](llvm::Value* to) {
+      if (llvm::Value* dense = cached_pack(lhs, a_ops[0], M, K, M * K * 4, "dense f32", [&](llvm::Value* to) {
             emit_pack_dense(b_, a_ops[0], to, M, K, DType::f32);
           }))
         a_ops[0] = MatrixOperand{dense, DType::f32, K};
-    packed = cached_pack(rhs, b_ops[0], K, N, packed_bytes,
+    // The packing of B depends on A's dtype too (f32 panels, bf16 pairs or int8 quads).
+    packed = cached_pack(rhs, b_ops[0], K, N, packed_bytes, "B " + std::string(dtype_name(b_ops[0].dtype)) + " for " + std::string(dtype_name(lt.dtype)),
                          [&](llvm::Value* to) {
                            emit_pack_b(b_, target_, lt.dtype, b_ops[0], to, N, K);
                            prefetch_next_block(b_, b_ops[0], K, N, K * b_ops[0].ld);

@@ -13,9 +13,11 @@
 #include <llvm/IR/Module.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -206,8 +208,10 @@ class Emitter {
   // The matrices of a dot operand: one per index of its `batch` dims (row-major), rows along dim
   // `row` and columns along dim `col` (-1: a single row or column), strided views of strided(v).
   std::vector<MatrixOperand> matrices(ValueId v, const std::vector<int64_t>& batch, int64_t row, int64_t col);
+  // `layout` names what `pack` makes of the block (its form and the dtypes it depends on): dots that
+  // pack blocks of the same parameter alike share one cache.
   llvm::Value* cached_pack(ValueId v, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t bytes,
-                           const std::function<void(llvm::Value*)>& pack);
+                           const std::string& layout, const std::function<void(llvm::Value*)>& pack);
   // Computes a deferred dot_general: into `into` (an f32 2-D ref), or into a temporary that the
   // tensor then holds.
   void compute_dot(ValueId v, const RefCg* into);
@@ -270,6 +274,14 @@ class Emitter {
   // slot a lane outside its ref reads and writes instead (made on first use).
   std::vector<bool> lane_checked_;
   llvm::Value* lane_slot_ = nullptr;
+  // The packed-block caches of cached_pack (keys and buffers, made once when the kernel starts), one
+  // per parameter and way of packing its blocks: (parameter, layout, strides, block shape) -> cache.
+  struct PackCache {
+    llvm::Value* keys;
+    llvm::Value* buffers;
+    int64_t slots;
+  };
+  std::map<std::tuple<ValueId, std::string, int64_t, int64_t, int64_t, int64_t, int64_t>, PackCache> pack_caches_;
 };
 
 }  // namespace tessera::jit::cg

@@ -182,6 +182,51 @@ TEST_SUITE("jit") {
     }
   }
 
+  // Dots at several sites of one kernel on the same B blocks share the packed-B cache when they pack
+  // alike (the whole-block dots of even i and the half-block dots of odd i), and keep apart the
+  // packings that differ (the same bf16 block as bf16 pairs for a bf16 lhs, as f32 panels for an
+  // f32 one): every site reads the packing its own tile expects.
+  TEST_CASE("dot forms: dots at several sites on the same B blocks agree with the interpreter") {
+    constexpr int64_t m = 32, k = 64, n = 64, bm = 8, bk = 16, bn = 32;
+    auto kernel = [](pl::Ref xb, pl::Ref xf, pl::Ref y, pl::Ref o, pl::Ref acc) {
+      pl::when(pl::program_id(2) == 0, [&] { acc() = pl::zeros_like(acc); });
+      pl::cond(
+          pl::program_id(0) % 2 == 0,
+          [&] {
+            acc() += pl::dot(xb(), y(), pl::f32);
+            acc() += pl::dot(xf(), y(), pl::f32);
+          },
+          [&] {
+            for (int64_t h = 0; h < 2; ++h) {
+              pl::Ref rows = acc.at(pl::ds(h * bm / 2, bm / 2), pl::all);
+              rows() += pl::dot(xb.at(pl::ds(h * bm / 2, bm / 2), pl::all)(), y(), pl::f32);
+              rows() += pl::dot(xf.at(pl::ds(h * bm / 2, bm / 2), pl::all)(), y(), pl::f32);
+            }
+          });
+      pl::when(pl::program_id(2) == pl::num_programs(2) - 1, [&] { o() = acc(); });
+    };
+    auto x_block = pl::BlockSpec({bm, bk}, [](pl::Value i, pl::Value, pl::Value kk) { return pl::idx(i, kk); });
+    const pl::GridSpec grid{
+        .grid = {m / bm, n / bn, k / bk},
+        .in_specs = {x_block, x_block,
+                     pl::BlockSpec({bk, bn}, [](pl::Value, pl::Value j, pl::Value kk) { return pl::idx(kk, j); })},
+        .out_specs = {pl::BlockSpec({bm, bn}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })},
+        .scratch_shapes = {pl::VMEM({bm, bn}, pl::f32)}};
+    const pl::Array xb = pl::Array::random_normal({m, k}, pl::bf16, 8), xf = pl::Array::random_normal({m, k}, pl::f32, 9),
+                    y = pl::Array::random_normal({k, n}, pl::bf16, 10);
+    const pl::Array want =
+        pl::pallas_call(kernel, grid, pl::ShapeDtype({m, n}, pl::f32), testing::interpret())(xb, xf, y);
+    for (std::string_view name : jit::target_names()) {
+      if (!jit::missing_on_host(jit::cpu_target(name)).empty()) continue;
+      INFO("target " << std::string(name));
+      pl::CallOptions compiled;
+      compiled.compiler_params.target = std::string(name);
+      const double tolerance = 1e-6 * static_cast<double>(2 * k + 1);
+      CHECK(pl::allclose(pl::pallas_call(kernel, grid, pl::ShapeDtype({m, n}, pl::f32), compiled)(xb, xf, y), want,
+                         tolerance, tolerance));
+    }
+  }
+
   TEST_CASE("dot forms: transposed and batched dots compile to the target's micro-kernel") {
     struct Lowered {
       std::vector<pl::PallasCall<pl::Array>> calls;
