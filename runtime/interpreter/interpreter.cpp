@@ -14,6 +14,7 @@
 #include "runtime/block_ops.h"
 #include "runtime/grid_check.h"
 #include "runtime/interpreter/layout_ops.h"
+#include "runtime/interpreter/scratch_writes.h"
 #include "runtime/race_detector.h"
 
 namespace tessera::rt {
@@ -51,6 +52,9 @@ struct Interpreter::Frame {
     std::string name;
   };
   std::map<ir::ValueId, LaneWindow> lane_windows;
+  // Which elements of the core's scratch the kernel wrote: what a load may read (empty when
+  // uninitialised memory reads as zero, which the user asked for).
+  ScratchWrites writes;
 };
 
 namespace {
@@ -138,6 +142,8 @@ Interpreter::Interpreter(const ir::Function& fn, InterpretOptions options) : fn_
   if (options_.uninitialized_out_of_bounds_reads) read_only_view_ = load_only_views(fn_, false);
   if (options_.padded_buffer_bounds) load_store_view_ = load_only_views(fn_, true);
   lane_checked_view_ = lane_checked_views(fn_);
+  // Zero-filled memory is what the user asked to read, so reading it is no mistake.
+  if (!options_.zero_uninitialized) tracked_scratch_ = ScratchWrites::tracked_allocs(fn_);
 }
 
 RefView Interpreter::out_of_bounds_window(Frame& frame, const ir::Op& op, const RefView& ref,
@@ -201,9 +207,13 @@ void Interpreter::before_access(Frame& frame, const RefView& r, AccessKind kind,
   note(frame.ctx, kind, shadow->in_bounds, loc);
 }
 
-void Interpreter::after_store(Frame& frame, const RefView& r) const {
+void Interpreter::after_store(Frame& frame, const RefView& r, const Array* mask) const {
+  if (!frame.writes.empty()) frame.writes.write(r, mask);
   const Frame::Shadow* shadow = frame.shadows.empty() ? nullptr : frame.shadow_of(r);
   if (!shadow || num_elements(shadow->in_bounds.shape) == 0) return;
+  // Every lane of the window goes back, those a mask left out as they were: no more is written than
+  // held a value before.
+  if (!frame.writes.empty()) frame.writes.write(shadow->in_bounds);
   const RefView whole = RefView::whole(*shadow->buffer);
   copy_box(shadow->in_bounds.address(0), shadow->in_bounds.strides, whole.read_address(shadow->at), whole.strides,
            shadow->in_bounds.shape, dtype_size(r.buffer->dtype));
@@ -277,6 +287,7 @@ void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
       throw RuntimeError(e.problem() + ": " + e.given(), ctx.point, op.loc);
     }
     ctx.add_region(static_cast<int64_t>(id), b->data(), t.num_elements() * dtype_size(t.dtype));
+    if (!tracked_scratch_.empty() && tracked_scratch_[id]) frame.writes.begin(*b);
     frame.storage.emplace(id, std::move(b));
   }
   // Other devices stop reaching this core before its storage goes with the frame.
@@ -416,7 +427,10 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
       // since); a nested region's memory is poisoned afresh each time the region runs. Its semaphores
       // are not reset: they were zero when the region last ended (or it would have failed), and a
       // signal from another device may already have arrived for this run (docs/design.md §4.9).
-      if (op.parent != fn_.body && !is_semaphore(t.dtype)) fill_poison(RefView::whole(buffer), options_.zero_uninitialized);
+      if (op.parent != fn_.body && !is_semaphore(t.dtype)) {
+        fill_poison(RefView::whole(buffer), options_.zero_uninitialized);
+        if (!tracked_scratch_.empty() && tracked_scratch_[static_cast<ir::OpId>(&op - fn_.ops.data())]) frame.writes.begin(buffer);
+      }
       if (is_semaphore(t.dtype))
         frame.ctx.dma.add_semaphores(reinterpret_cast<const int64_t*>(buffer.data()), t.num_elements(), t.dtype,
                                      buffer.name, op.parent == fn_.body);
@@ -462,6 +476,8 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
       DmaEngine::Copy copy = window_copy(dst.address(0), dst.strides, src.read_address(0), src.strides, src.shape,
                                          dtype_size(src.buffer->dtype), semaphore(val(operands.send_sem)));
       if (frame.ctx.races) copy.race = frame.ctx.races->start_copy(frame.ctx.race_actor, src, dst, op.loc);
+      // Written from the start on: reading it before the wait is a race, which race detection reports.
+      if (!frame.writes.empty()) frame.writes.write(dst);
       frame.ctx.dma.start(std::move(copy));
       return;
     }
@@ -509,8 +525,9 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
     case OpKind::Load: {
       const ir::LoadOperands operands = ir::load_operands(op);
       if (operands.mask != ir::kNone) check_lanes(frame, operands.ref, tensor(val(operands.mask)), false);
-      before_access(frame, ref(val(operands.ref)), AccessKind::read,
-                    operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask)), op.loc);
+      const Array* mask = operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask));
+      before_access(frame, ref(val(operands.ref)), AccessKind::read, mask, op.loc);
+      if (!frame.writes.empty()) frame.writes.check_read(ref(val(operands.ref)), mask);
       if (operands.mask == ir::kNone) set(load(ref(val(operands.ref))));
       else
         set(load_masked(ref(val(operands.ref)), tensor(val(operands.mask)),
@@ -520,11 +537,11 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
     case OpKind::Store: {
       const ir::StoreOperands operands = ir::store_operands(op);
       if (operands.mask != ir::kNone) check_lanes(frame, operands.ref, tensor(val(operands.mask)), true);
-      before_access(frame, ref(val(operands.ref)), AccessKind::write,
-                    operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask)), op.loc);
+      const Array* mask = operands.mask == ir::kNone ? nullptr : &tensor(val(operands.mask));
+      before_access(frame, ref(val(operands.ref)), AccessKind::write, mask, op.loc);
       if (operands.mask == ir::kNone) store(ref(val(operands.ref)), tensor(val(operands.value)));
-      else store_masked(ref(val(operands.ref)), tensor(val(operands.value)), tensor(val(operands.mask)));
-      after_store(frame, ref(val(operands.ref)));
+      else store_masked(ref(val(operands.ref)), tensor(val(operands.value)), *mask);
+      after_store(frame, ref(val(operands.ref)), mask);
       return;
     }
     case OpKind::DotAccumulate: {
@@ -532,11 +549,12 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
       const ir::DotOperands operands = ir::dot_operands(op);
       const RefView& acc = ref(val(operands.acc));
       before_access(frame, acc, AccessKind::read, nullptr, op.loc);
+      if (!frame.writes.empty()) frame.writes.check_read(acc);
       before_access(frame, acc, AccessKind::write, nullptr, op.loc);
       Array product = dot_general(tensor(val(operands.lhs)), tensor(val(operands.rhs)), std::get<ir::DotAttr>(op.attr),
                                   fn_.type(operands.acc).dtype);
       store(acc, binary(OpKind::Add, load(acc), product));
-      after_store(frame, acc);
+      after_store(frame, acc, nullptr);
       return;
     }
     case OpKind::If: {
@@ -621,6 +639,8 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
           note(frame.ctx, AccessKind::write, moved.second, op.loc);
         }
       }
+      // A write-back into scratch (an emit_pipeline whose output is scratch) writes the block's part of it.
+      if (!fetch && !frame.writes.empty()) frame.writes.write(block_copy_windows(dst, src, starts, window).first);
       const bool zero = options_.zero_uninitialized;
       auto move = [fetch, src, dst, starts, window, zero, name = attr.name] {
         if (fetch) {

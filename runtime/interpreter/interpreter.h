@@ -1,8 +1,9 @@
 // The interpreter: executes lowered IR (pipelines already expanded) on one core, op by op, each op
 // over whole blocks with the functions of block_ops.h. It is the reference implementation of the
 // semantics in docs/design.md §4 and checks everything it can: every ref access is bounds-checked, block
-// fetches must start inside the array, output blocks may not be revisited non-consecutively, and
-// uninitialised memory holds poison (NaN / max-int / true, or zero on request).
+// fetches must start inside the array, output blocks may not be revisited non-consecutively,
+// uninitialised memory holds poison (NaN / max-int / true, or zero on request), and a load of scratch
+// the kernel never wrote is an error (unless uninitialised memory reads as zero: scratch_writes.h).
 //
 // Runtime layer: one of the two backends (rt::Backend). The front end builds it over the lowered
 // Function of an Executable; the launch (runtime/launch.h) hands it each core's buffers and steps.
@@ -80,8 +81,9 @@ class Interpreter final : public Backend {
   // Before a load from or a store into `r`: race detection's note of the access and, when `r` is in a
   // shadow, the shadow refreshed from its ref (the detector sees the ref's in-bounds part accessed).
   void before_access(Frame& frame, const RefView& r, AccessKind kind, const Array* mask, SourceLoc loc) const;
-  // After a store into `r`: a shadow's in-bounds part written back to its ref.
-  void after_store(Frame& frame, const RefView& r) const;
+  // After a store into `r` (of the lanes `mask` selects, when given): the elements recorded as
+  // written, and a shadow's in-bounds part written back to its ref.
+  void after_store(Frame& frame, const RefView& r, const Array* mask) const;
   // Before a masked access through `ref`: faults when a lane `mask` selects lies outside the ref of a
   // lane-checked view whose window reaches past it.
   void check_lanes(Frame& frame, ir::ValueId ref, const Array& mask, bool store) const;
@@ -99,6 +101,9 @@ class Interpreter final : public Backend {
   std::vector<bool> load_store_view_;
   // View ops whose every use is a masked load or store: checked lane by lane there (lane_checked_views).
   std::vector<bool> lane_checked_view_;
+  // Alloc ops (by op id) whose writes are recorded and whose loads are checked (ScratchWrites);
+  // empty when uninitialised memory reads as zero.
+  std::vector<bool> tracked_scratch_;
   mutable std::mutex recorder_mutex_;  // the recorder sees one call at a time
 };
 

@@ -644,18 +644,24 @@ TEST_SUITE("errors") {
 
   TEST_CASE("corpus: uninitialised scratch") {
     // Reads its f32 scratch without writing it first (wrong), or after writing it (right).
-    auto scratch_call = [](bool write_first, const pl::CallOptions& options) {
+    int line = 0;
+    auto scratch_call = [&line](bool write_first, const pl::CallOptions& options) {
       return pl::pallas_call(
-          [write_first](pl::Ref x, pl::Ref o, pl::Ref scratch) {
-            if (write_first) scratch() = pl::ones_like(scratch());
+          [&line, write_first](pl::Ref x, pl::Ref o, pl::Ref scratch) {
+            if (write_first) scratch() = pl::full({4}, 1.0f, pl::f32);
+            line = __LINE__ + 1;
             o() = x() + scratch();
           },
           pl::GridSpec{.scratch_shapes = {pl::VMEM({4}, pl::f32)}}, pl::ShapeDtype({4}, pl::f32), options);
     };
     const pl::Array x = pl::Array::arange(4, pl::f32);
-    // The interpreter (uninitialized_memory = nan, the default) makes the result visibly poisoned.
-    for (float v : scratch_call(false, testing::interpret())(x).to_vector<float>()) CHECK(std::isnan(v));
-    // uninitialized_memory = zero: scratch starts at zero, as in Pallas's interpreter.
+    // The interpreter reports the read (uninitialized_memory = nan, the default).
+    expect_error<RuntimeError>([&] { scratch_call(false, testing::interpret())(x); },
+                               {"read of never-written scratch: `scratch 0` (a (4,) f32 ref in vmem)", "at element (0)",
+                                "initialise it under pl::when(pl::program_id(k) == 0)"},
+                               line);
+    next_call_works(testing::interpret());
+    // uninitialized_memory = zero: scratch starts at zero, as in Pallas's interpreter, and reads as such.
     pl::InterpretParams zero;
     zero.uninitialized_memory = pl::UninitializedMemory::zero;
     CHECK(scratch_call(false, testing::interpret(zero))(x).to_vector<float>() == x.to_vector<float>());

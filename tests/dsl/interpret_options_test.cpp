@@ -475,6 +475,12 @@ TEST_SUITE("dsl") {
 
   // A running sum over a parallel dim, carried in scratch: o[i] = x[0] + ... + x[i] in row-major order,
   // wrong since the order of a parallel dim is not defined. `fixed`: each row's sum of itself only.
+  // The wrong kernel reads scratch nobody wrote when its first point is not 0: an error, unless
+  // uninitialized memory reads as zero (zeroed), when its results show the order instead.
+  pl::InterpretParams zeroed(pl::InterpretParams params) {
+    params.uninitialized_memory = pl::UninitializedMemory::zero;
+    return params;
+  }
   auto running_sum(bool fixed, pl::InterpretParams params) {
     auto kernel = [fixed](pl::Ref x, pl::Ref o, pl::Ref acc) {
       pl::when(pl::program_id(0) == 0 || fixed, [&] { acc() = pl::zeros_like(acc); });
@@ -499,15 +505,26 @@ TEST_SUITE("dsl") {
     CHECK(running_sum(false, in_order)(x).at<int32_t>({7, 0}) == 255);
     std::set<std::vector<int32_t>> results;
     for (uint64_t seed = 0; seed < 8; ++seed) {
-      const std::vector<int32_t> got = running_sum(false, shuffled(seed))(x).to_vector<int32_t>();
-      CHECK(running_sum(false, shuffled(seed))(x).to_vector<int32_t>() == got);  // a seed replays it
+      const std::vector<int32_t> got = running_sum(false, zeroed(shuffled(seed)))(x).to_vector<int32_t>();
+      CHECK(running_sum(false, zeroed(shuffled(seed)))(x).to_vector<int32_t>() == got);  // a seed replays it
       results.insert(got);
     }
     CHECK(results.size() > 1);
+    // With poison (the default), the seeds whose first point is not 0 read scratch nobody wrote.
+    int reported = 0;
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      try {
+        running_sum(false, shuffled(seed))(x);
+      } catch (const RuntimeError& e) {
+        CHECK_MESSAGE(std::string(e.what()).find("read of never-written scratch: `scratch 0`") != std::string::npos, e.what());
+        ++reported;
+      }
+    }
+    CHECK(reported > 0);
     // The fixed kernel gives the same result under every seed, the one it gives in order.
     for (uint64_t seed = 0; seed < 8; ++seed) CHECK(running_sum(true, shuffled(seed))(x).to_vector<int32_t>() == rows);
     // Under num_schedules each schedule draws its own order: the dependence is reported with its seed.
-    pl::InterpretParams explore = shuffled(0);
+    pl::InterpretParams explore = zeroed(shuffled(0));
     explore.dma_execution_mode = pl::DmaExecutionMode::on_wait;
     explore.num_schedules = 8;
     CHECK_THROWS_WITH_AS(running_sum(false, explore)(x), doctest::Contains("output 0 depends on the schedule"), RuntimeError);
