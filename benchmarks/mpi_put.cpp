@@ -7,21 +7,27 @@
 //
 //   mpiexec -n 2 --bind-to none bench_mpi_put [--json results.json] [--runs N]
 //
-// Tessera's figure per copy is (time of a shard_map whose kernel makes `reps` copies - the fastest
-// time of one whose kernel makes none) / reps: launch and shard_map overheads cancel, what is left is
-// the copy, its signal, the receiver's delivery and its wait. Bandwidth is bytes / that time. The
-// sender's side is what the transport itself timed per copy (rt::mpi::copy_paths: from the copy's
-// start until its data landed and its signal left), the same span the raw loop times; a note per
-// size says how the copies travelled (shared memory, dynamic window, mailbox). Two
-// processes on a 2-core machine share it with each other's waiting threads: expect wide spreads,
-// read the medians.
+// Tessera's figure per copy is (time of a shard_map whose kernel makes `reps` copies - the time of
+// one whose kernel makes none, run right before or after it) / reps: launch and shard_map overheads
+// cancel, what is left is the copy, its signal, the receiver's delivery and its wait. Bandwidth is
+// bytes / that time. Each round runs the raw loop and then such a pair of calls, so the two take
+// turns on the machine; the figures are medians over the rounds (--runs, 15 by default), and a note
+// per size gives the median of the rounds' own ratios. The sender's side is what the transport itself
+// timed per copy (rt::mpi::copy_paths: from the copy's start until its data landed and its signal
+// left), the same span the raw loop times; a note per size says how the copies travelled (shared
+// memory, dynamic window, mailbox). Two processes on a 2-core machine share it with each other's
+// waiting threads: expect wide spreads, read the medians.
 #include <mpi.h>
 #include <tessera/tessera.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include <chrono>
+#include <limits>
 #include <numeric>
+#include <thread>
 
 #include "benchmarks/bench_util.h"
 #include "examples/collective_matmul.h"
@@ -90,6 +96,15 @@ pl::ShardedArray ping_pong(const pl::Array& x, int64_t reps) {
   return pl::shard_map(f, mesh, {pl::P("x")}, {pl::P("x")})(x);
 }
 
+// A barrier whose waiters sleep between polls: process 1 waits in it while process 0 times its raw
+// puts, and Open MPI's own barrier would spin on a core the puts need (two processes, two cores).
+void sleeping_barrier() {
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
 // Runs `run` with every device a thread of this process (each process measures it alone, at the
 // same time as the other), then goes back to the processes.
 template <class F>
@@ -105,7 +120,7 @@ auto on_threads(F run) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
+  const int runs = std::atoi(bench::arg(argc, argv, "--runs", "15").c_str());
   pl::distributed::initialize({.window_bytes = int64_t{1} << 30});
   const int rank = pl::process_index();
   if (pl::process_count() != 2) {
@@ -122,23 +137,27 @@ int main(int argc, char** argv) {
 
   bench::Report report("a remote copy + signal between 2 processes (MPI transport)");
   for (int64_t bytes : {int64_t{8}, int64_t{1} << 10, int64_t{64} << 10, int64_t{1} << 20, int64_t{4} << 20, largest}) {
-    // Copies per kernel: at least 64 MiB in all from 1 MiB up, so that a shard_map call's own noise
-    // (its barriers take milliseconds on a busy machine) spreads over many copies.
-    const int64_t reps = bytes >= (int64_t{1} << 20) ? std::max<int64_t>(16, (int64_t{64} << 20) / bytes) : 256;
+    // Copies per kernel: 256 MiB in all from 64 KiB up, so that a shard_map call's own noise (its
+    // barriers take milliseconds on a busy machine) is small beside the copies of one call.
+    const int64_t reps = bytes >= (int64_t{64} << 10) ? std::max<int64_t>(16, (int64_t{256} << 20) / bytes) : 256;
     const pl::Array x = pl::Array::zeros({2, bytes / 4}, pl::f32);  // each device's block: `bytes`
     std::vector<std::byte> src(static_cast<size_t>(bytes)), dst(static_cast<size_t>(bytes));
     const std::string size = bytes >= (1 << 20) ? fmt::format("{} MiB", bytes >> 20)
                              : bytes >= 1024    ? fmt::format("{} KiB", bytes >> 10)
                                                 : fmt::format("{} B", bytes);
     // Every process takes part in every measurement (shard_maps and the raw puts are collective), in
-    // the same order; the per-copy figure subtracts the empty kernel's time.
-    auto per_copy = [&](const std::function<void(int64_t)>& run) {
-      bench::Stats empty = bench::measure([&] { run(0); }, runs);
-      bench::Stats full = bench::measure([&] { run(reps); }, runs);
-      bench::Stats s;
-      for (size_t i = 0; i < full.seconds.size(); ++i)
-        s.seconds.push_back(std::max(0.0, full.seconds[i] - empty.min()) / static_cast<double>(reps));
-      return s;
+    // the same order. A whole-call figure is one pair of calls: (a call whose kernel makes `reps`
+    // copies - the call just before or after it whose kernel makes none) / reps, the two in
+    // alternating order, so that launch and shard_map overheads cancel and a slow stretch of the
+    // machine hits both calls of a pair rather than one side of the subtraction.
+    auto paired = [&](const std::function<void(int64_t)>& run, int round) {
+      const double t0 = bench::now();
+      run(round % 2 ? reps : 0);
+      const double t1 = bench::now();
+      run(round % 2 ? 0 : reps);
+      const double t2 = bench::now();
+      const double empty = round % 2 ? t2 - t1 : t1 - t0, full = round % 2 ? t1 - t0 : t2 - t1;
+      return std::max(0.0, full - empty) / static_cast<double>(reps);
     };
     // A per-copy row, unless the copies drowned in the launches' noise (a zero time has no ratio).
     auto add_per_copy = [&](const std::string& name, const bench::Stats& s, const std::string& baseline) {
@@ -150,8 +169,7 @@ int main(int argc, char** argv) {
     const std::string raw = "raw MPI_Put + flush + MPI_Accumulate + flush, " + size;
     // The sender's loop alone: the barriers around it, under Open MPI's yielding progress on a busy
     // machine, take milliseconds whatever the size, which would swamp the puts.
-    bench::Stats raw_stats;
-    for (int run = 0; run <= runs; ++run) {  // run 0 warms up
+    auto raw_round = [&] {
       MPI_Barrier(MPI_COMM_WORLD);
       double seconds = 0;
       if (rank == 0) {
@@ -165,9 +183,26 @@ int main(int argc, char** argv) {
         }
         seconds = (bench::now() - t0) / static_cast<double>(reps);
       }
-      MPI_Barrier(MPI_COMM_WORLD);
-      if (run > 0) raw_stats.seconds.push_back(seconds);
+      sleeping_barrier();
+      return seconds;
+    };
+    // The raw loop and tessera's pair of calls take turns, round by round, so both see the same
+    // machine; besides the ratio of their medians, the median of the rounds' own ratios (raw / tessera).
+    bench::Stats raw_stats, whole, sender;
+    std::vector<double> round_ratios;
+    const tessera::rt::mpi::CopyPaths before = tessera::rt::mpi::copy_paths();
+    for (int round = 0; round <= runs; ++round) {  // round 0 warms up
+      const double r = raw_round();
+      const tessera::rt::mpi::CopyPaths b = tessera::rt::mpi::copy_paths();
+      const double t = paired([&](int64_t n) { ping(x, n); }, round);
+      const tessera::rt::mpi::CopyPaths a = tessera::rt::mpi::copy_paths();
+      if (round == 0) continue;
+      raw_stats.seconds.push_back(r);
+      whole.seconds.push_back(t);
+      if (const int64_t c = copies(a) - copies(b); c > 0) sender.seconds.push_back((a.seconds - b.seconds) / static_cast<double>(c));
+      round_ratios.push_back(t > 0 ? r / t : std::numeric_limits<double>::infinity());
     }
+    const tessera::rt::mpi::CopyPaths after = tessera::rt::mpi::copy_paths();
     report.add_time(raw, raw_stats, "us");
     if (bytes >= (int64_t{64} << 10))
       report.add_rate(raw + ", bandwidth", raw_stats, static_cast<double>(bytes), 1e-9, "GB/s");
@@ -175,30 +210,29 @@ int main(int argc, char** argv) {
                     bench::measure([&] { std::memcpy(dst.data(), src.data(), src.size()); }, runs, 1,
                                    bytes < (1 << 16) ? 256 : 4),
                     "us", raw);
-    // The sender's side of each shard_map's copies, as the transport timed it: what the raw loop times.
-    bench::Stats sender;
-    const tessera::rt::mpi::CopyPaths before = tessera::rt::mpi::copy_paths();
-    add_per_copy("tessera across processes, " + size, per_copy([&](int64_t n) {
-                   const tessera::rt::mpi::CopyPaths b = tessera::rt::mpi::copy_paths();
-                   ping(x, n);
-                   const tessera::rt::mpi::CopyPaths a = tessera::rt::mpi::copy_paths();
-                   if (const int64_t c = copies(a) - copies(b); c > 0)
-                     sender.seconds.push_back((a.seconds - b.seconds) / static_cast<double>(c));
-                 }),
-                 raw);
-    const tessera::rt::mpi::CopyPaths after = tessera::rt::mpi::copy_paths();
+    add_per_copy("tessera across processes, " + size, whole, raw);
     if (rank == 0) {
+      // The sender's side of each shard_map's copies, as the transport timed it: what the raw loop times.
       const std::string name = "tessera across processes, the sender's side (copy + signal), " + size;
       report.add_time(name, sender, "us", raw);
       if (bytes >= (int64_t{64} << 10))
         report.add_rate(name + ", bandwidth", sender, static_cast<double>(bytes), 1e-9, "GB/s", raw + ", bandwidth");
+      bench::Stats ratios{round_ratios};
+      if (std::isfinite(ratios.median()))
+        report.note(fmt::format("{}: whole call against raw, the median of {} rounds' own ratios (raw / tessera): {:.2f}x",
+                                size, round_ratios.size(), ratios.median()));
       report.note(fmt::format("{}: copies by shared memory {}, by the dynamic window {}, by the mailbox {}", size,
                               after.shared_memory - before.shared_memory, after.window - before.window,
                               after.mailbox - before.mailbox));
     }
     // Both devices as threads of this process (each process measures it alone, at the same time).
-    add_per_copy("tessera, both devices threads of one process, " + size,
-                 on_threads([&] { return per_copy([&](int64_t n) { ping(x, n); }); }), raw);
+    add_per_copy("tessera, both devices threads of one process, " + size, on_threads([&] {
+                   bench::Stats s;
+                   for (int round = 0; round <= runs; ++round)
+                     if (const double t = paired([&](int64_t n) { ping(x, n); }, round); round > 0) s.seconds.push_back(t);
+                   return s;
+                 }),
+                 raw);
   }
 
   // Latency: round trips of 8 B, raw (a put, its flag, the other side spinning on it) and tessera's
@@ -264,8 +298,8 @@ int main(int argc, char** argv) {
                     threads);
   }
   report.note("times are per copy (us); ratios read baseline time / this time");
-  report.note("tessera's per-copy time: (a shard_map whose kernel makes the copies - the fastest one whose kernel makes "
-              "none) / copies");
+  report.note("tessera's per-copy time: (a shard_map whose kernel makes the copies - the one next to it whose kernel "
+              "makes none) / copies; the round trip subtracts the fastest empty call");
   report.note("processes: 2 on one host (shared memory); the machine was shared while measuring");
   MPI_Win_unlock_all(win);
   MPI_Win_free(&win);

@@ -15,6 +15,7 @@
 #include "examples/matmul_strategies.h"
 #include "examples/seed_distributed.h"
 #include "ops/collectives/collectives.h"
+#include "runtime/mpi_transport.h"
 #include "runtime/transport.h"
 #include "tests/support/kernels.h"
 
@@ -135,6 +136,47 @@ TEST_SUITE("mpi") {
       check_like_threads([&] {
         return pl::shard_map([&](const pl::Array& b) { return call(b); }, ring, {pl::P("i")}, {pl::P("i")})(iota({1024, 64}));
       });
+    });
+  }
+
+  TEST_CASE("a remote copy into a run_scoped buffer goes straight into it: a ring as on threads") {
+    // Two devices per process on a ring; each copies its block (128 x 64 f32, 32 KiB) into a run_scoped
+    // buffer of its right neighbour and returns what arrived there. Both backends make a kernel's
+    // allocations, run_scoped ones too, before it becomes ready (an alloc op only poisons its buffer
+    // again), so the buffer is exposed with the rest: toward a process of this host the copy is a
+    // memcpy into it. The neighbour signals once it entered its scope, since entering it poisons the
+    // buffer (interpreter) and a copy must not land before.
+    const int64_t n = 2 * pl::process_count(), rows = 128, cols = 64;
+    const pl::Mesh ring({n}, {"i"});
+    const pl::Array x = iota({n * rows, cols}, 0.5f);
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      const auto call = pl::pallas_call(
+          [n](pl::Ref in, pl::Ref out, pl::Ref send, pl::Ref recv, pl::Ref entered) {
+            pl::run_scoped(
+                [&](pl::Ref landed) {
+                  pl::Value me = pl::axis_index("i");
+                  pl::semaphore_signal(entered, 1, pl::DeviceId({(me + n - 1) % n}));
+                  pl::semaphore_wait(entered);
+                  auto copy = pl::make_async_remote_copy(in, landed, send, recv, pl::DeviceId({(me + 1) % n}));
+                  copy.start();
+                  copy.wait();
+                  out() = landed();
+                },
+                pl::VMEM({rows, cols}, pl::f32));
+          },
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::VMEM)},
+                       .out_specs = {pl::BlockSpec(pl::VMEM)},
+                       .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA, pl::SemaphoreType::REGULAR}},
+          pl::ShapeDtype({rows, cols}, pl::f32), backend);
+      const rt::mpi::CopyPaths before = rt::mpi::copy_paths();
+      check_like_threads([&] {
+        return pl::shard_map([&](const pl::Array& b) { return call(b); }, ring, {pl::P("i")}, {pl::P("i")})(x);
+      });
+      const rt::mpi::CopyPaths after = rt::mpi::copy_paths();
+      // Of this process's two devices, the second one's right neighbour runs in the next process.
+      CHECK(after.shared_memory + after.window + after.mailbox - before.shared_memory - before.window - before.mailbox == 1);
+      if (rt::mpi::has_shared_segment()) CHECK(after.shared_memory - before.shared_memory == 1);
+      else CHECK(after.shared_memory == before.shared_memory);
     });
   }
 
