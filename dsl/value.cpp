@@ -39,8 +39,28 @@ Value literal_constant(const ir::Literal& literal, bool is_bool, std::optional<D
 }  // namespace
 
 namespace detail {
+void unsigned_literal_too_large(uint64_t literal, SourceLoc loc) {
+  throw UserError(fmt::format("the integer literal {} is beyond the largest integer literal, {}", literal,
+                              std::numeric_limits<int64_t>::max()),
+                  fmt::format("{} (a C++ unsigned literal; tessera's integer literals are int64_t)", literal),
+                  fmt::format("build the u64 from its i64 bits: pl::full({{}}, int64_t({}), pl::i64).astype(pl::u64)",
+                              static_cast<int64_t>(literal)),
+                  loc);
+}
+
 void check_int_literal(int64_t literal, DType dtype, SourceLoc loc) {
   if (!is_int(dtype)) return;
+  const std::string_view name = dtype_name(dtype);
+  // Every int64_t is below u64's top (larger C++ literals never get here: detail::literal_of), so
+  // only a negative literal is out of its range, and no wider dtype holds it.
+  if (dtype == DType::u64) {
+    if (literal >= 0) return;
+    throw UserError(fmt::format("the integer literal {} is out of range of u64", literal),
+                    fmt::format("{} as u64, whose values are [0, {}]", literal, std::numeric_limits<uint64_t>::max()),
+                    "use a value >= 0 (x - 1 rather than x + -1), or compute in i64 (.astype(pl::i64)) and cast back "
+                    "with .astype(pl::u64)",
+                    loc);
+  }
   const auto [lo, hi] = dispatch_dtype(dtype, []<class T>() -> std::pair<int64_t, int64_t> {
     if constexpr (std::is_integral_v<T>)
       return {static_cast<int64_t>(std::numeric_limits<T>::min()), static_cast<int64_t>(std::numeric_limits<T>::max())};
@@ -48,7 +68,6 @@ void check_int_literal(int64_t literal, DType dtype, SourceLoc loc) {
       return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
   });
   if (literal >= lo && literal <= hi) return;
-  const std::string_view name = dtype_name(dtype);
   throw UserError(fmt::format("the integer literal {} is out of range of {}", literal, name),
                   fmt::format("{} as {}, whose values are [{}, {}]", literal, name, lo, hi),
                   fmt::format("use a value in [{}, {}], or compute in a wider dtype (.astype(pl::i32)) and cast back "

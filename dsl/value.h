@@ -10,7 +10,9 @@
 // Front-end layer (dsl/).
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <source_location>
 #include <type_traits>
@@ -29,7 +31,21 @@ class Indexer;
 
 namespace detail {
 template <class> inline constexpr bool dependent_false = false;
+
+// A C++ number as an IR literal. Integer literals are int64_t, as a Python int is checked against
+// the dtype it takes in JAX; an unsigned 64-bit one past INT64_MAX would read back negative, so it
+// is a UserError here (a u64 constant from 2^63 up is built from its i64 bits instead).
+[[noreturn]] void unsigned_literal_too_large(uint64_t literal, SourceLoc loc);
+template <class T> ir::Literal literal_of(T literal, SourceLoc loc) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return ir::Literal::of_float(static_cast<double>(literal));
+  } else {
+    if constexpr (std::is_unsigned_v<T> && sizeof(T) == sizeof(int64_t))
+      if (literal > static_cast<T>(std::numeric_limits<int64_t>::max())) unsigned_literal_too_large(literal, loc);
+    return ir::Literal::of_int(static_cast<int64_t>(literal));
+  }
 }
+}  // namespace detail
 
 // The axes to reduce: one axis, a list, or (default) all of them. Negative axes count from the end.
 class Axes {
@@ -52,9 +68,7 @@ class Value {
   template <class T>
     requires std::is_arithmetic_v<T>
   explicit Value(T literal, std::source_location loc = std::source_location::current())
-      : Value(of_literal(std::is_floating_point_v<T> ? ir::Literal::of_float(static_cast<double>(literal))
-                                                      : ir::Literal::of_int(static_cast<int64_t>(literal)),
-                         std::is_same_v<T, bool>, loc)) {}
+      : Value(of_literal(detail::literal_of(literal, loc), std::is_same_v<T, bool>, loc)) {}
 
   // By value: the IR grows while tracing, so references into it would not stay valid.
   Type type() const;
@@ -119,8 +133,7 @@ class Operand {
   template <class T>
     requires std::is_arithmetic_v<T>
   Operand(T literal, std::source_location loc = std::source_location::current())
-      : literal_(std::is_floating_point_v<T> ? ir::Literal::of_float(static_cast<double>(literal))
-                                             : ir::Literal::of_int(static_cast<int64_t>(literal))),
+      : literal_(detail::literal_of(literal, loc)),
         is_bool_(std::is_same_v<T, bool>),
         loc_(loc) {}
 

@@ -302,6 +302,7 @@ std::string Array::element_string(int64_t i) const {
     T v = data_as<T>()[i];
     if constexpr (std::is_same_v<T, bool>) s = v ? "True" : "False";
     else if constexpr (is_float_storage_v<T>) s = fmt::format("{:.6g}", to_double(v));
+    else if constexpr (std::is_unsigned_v<T>) s = fmt::format("{}", static_cast<uint64_t>(v));  // u64 past 2^63
     else s = fmt::format("{}", static_cast<int64_t>(v));
   });
   return s;

@@ -24,7 +24,7 @@ namespace detail {
 template <class T> constexpr bool is_element_v =
     std::is_same_v<T, bool> || std::is_same_v<T, int8_t> || std::is_same_v<T, int16_t> || std::is_same_v<T, int32_t> ||
     std::is_same_v<T, int64_t> || std::is_same_v<T, uint8_t> || std::is_same_v<T, uint16_t> ||
-    std::is_same_v<T, uint32_t> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16> ||
+    std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16> ||
     std::is_same_v<T, float> || std::is_same_v<T, double>;
 template <class T> constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, bool>) return DType::i1;
@@ -35,6 +35,7 @@ template <class T> constexpr DType dtype_of() {
   else if constexpr (std::is_same_v<T, uint8_t>) return DType::u8;
   else if constexpr (std::is_same_v<T, uint16_t>) return DType::u16;
   else if constexpr (std::is_same_v<T, uint32_t>) return DType::u32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return DType::u64;
   else if constexpr (std::is_same_v<T, bfloat16>) return DType::bf16;
   else if constexpr (std::is_same_v<T, float16>) return DType::f16;
   else if constexpr (std::is_same_v<T, float>) return DType::f32;
@@ -138,14 +139,14 @@ void convert_elements(DType from, const std::byte* src, DType to, std::byte* dst
 template <class T>
 Array Array::from_vector(const std::vector<T>& data, Shape shape, std::source_location loc) {
   static_assert(detail::is_element_v<T>,
-                "Array::from_vector<T>: T must be bool, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, bfloat16, float16, float or double");
+                "Array::from_vector<T>: T must be bool, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, bfloat16, float16, float or double");
   return from_vector(data, std::move(shape), detail::dtype_of<T>(), loc);
 }
 
 template <class T>
 Array Array::from_vector(const std::vector<T>& data, Shape shape, DType dtype, std::source_location loc) {
   static_assert(detail::is_element_v<T>,
-                "Array::from_vector<T>: T must be bool, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, bfloat16, float16, float or double");
+                "Array::from_vector<T>: T must be bool, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, bfloat16, float16, float or double");
   if (static_cast<int64_t>(data.size()) != num_elements(shape)) detail::array_size_mismatch(data.size(), shape, loc);
   Array a(dtype, std::move(shape));
   if constexpr (std::is_same_v<T, bool>) {
@@ -161,7 +162,7 @@ Array Array::from_vector(const std::vector<T>& data, Shape shape, DType dtype, s
 template <class T>
 std::vector<T> Array::to_vector() const {
   static_assert(detail::is_element_v<T>,
-                "Array::to_vector<T>: T must be bool, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, bfloat16, float16, float or double");
+                "Array::to_vector<T>: T must be bool, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, bfloat16, float16, float or double");
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> bytes(static_cast<size_t>(size_));
     detail::convert_elements(dtype_, data(), DType::i1, reinterpret_cast<std::byte*>(bytes.data()), size_);

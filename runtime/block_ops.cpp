@@ -58,7 +58,13 @@ int64_t int_pow_wrapped(int64_t base, int64_t exp, int bits) {
     case 8: return rules::int_pow<int8_t>(static_cast<int8_t>(base), static_cast<int8_t>(exp));
     case 16: return rules::int_pow<int16_t>(static_cast<int16_t>(base), static_cast<int16_t>(exp));
     case 32: return rules::int_pow<int32_t>(static_cast<int32_t>(base), static_cast<int32_t>(exp));
-    default: return rules::int_pow<int64_t>(base, exp);
+    case 64: return rules::int_pow<int64_t>(base, exp);
+    // The unsigned types: a u64 exponent of 2^63 or more is not the negative i64 it reads as.
+    case -8: return rules::int_pow<uint8_t>(static_cast<uint8_t>(base), static_cast<uint8_t>(exp));
+    case -16: return rules::int_pow<uint16_t>(static_cast<uint16_t>(base), static_cast<uint16_t>(exp));
+    case -32: return rules::int_pow<uint32_t>(static_cast<uint32_t>(base), static_cast<uint32_t>(exp));
+    default:
+      return static_cast<int64_t>(rules::int_pow<uint64_t>(static_cast<uint64_t>(base), static_cast<uint64_t>(exp)));
   }
 }
 

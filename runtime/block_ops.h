@@ -27,8 +27,8 @@ Array transpose(const Array& a, const std::vector<int64_t>& perm);
 // reduce_sum, reduce_max, reduce_min over `axes`.
 Array reduce(ir::OpKind kind, const Array& a, const std::vector<int64_t>& axes);
 Array dot_general(const Array& lhs, const Array& rhs, const ir::DotAttr& dims, DType result_dtype);
-// base ** exp in `bits`-bit (8, 16, 32 or 64) signed wrap-around integers, as the pow op defines it.
-// (Compiled code raises the unsigned types zero-extended, in 64 bits: the same low bits.)
+// base ** exp in `bits`-bit (8, 16, 32 or 64) signed wrap-around integers, as the pow op defines it;
+// a negative `bits` (-8 .. -64) names the unsigned type of that width, whose operands come zero-extended.
 int64_t int_pow_wrapped(int64_t base, int64_t exp, int bits);
 
 }  // namespace tessera::rt

@@ -35,7 +35,7 @@ namespace tessera::rules {
 
 // ---- integers: two's complement, never undefined behaviour ----------------------------------------
 
-// Every integer rule holds for the signed (i8, i16, i32, i64) and the unsigned (u8, u16, u32) types
+// Every integer rule holds for the signed (i8, i16, i32, i64) and the unsigned (u8, u16, u32, u64) types
 // alike: T's signedness decides comparisons, division and the sign tests below, as it does in C++.
 
 // The unsigned type integer arithmetic wraps in: T's own, but at least unsigned int, because C++
@@ -187,7 +187,8 @@ template <std::floating_point C> inline C float_floor_div(C a, C b) {
 
 // float -> integer: truncates toward zero and saturates; NaN -> 0 (LLVM's fptosi.sat, fptoui.sat for
 // the unsigned types, where every negative value gives 0; jnp on CPU gives the same for in-range
-// values, and unspecified results outside).
+// values, and unspecified results outside). For u64 the top is 2^64, which a float holds exactly:
+// 2^64 and above give 2^64 - 1, while the largest float below it converts as itself.
 template <std::integral T, std::floating_point C> inline T float_to_int(C v) {
   if constexpr (std::is_same_v<T, bool>) {
     return v != 0;

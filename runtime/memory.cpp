@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace tessera::rt {
 
@@ -139,7 +140,9 @@ std::string view_fault_message(const std::string& name, const Shape& shape, size
     return fmt::format("out-of-bounds index into `{}`: index {} in dimension {} of a ref of shape {}; valid indices are "
                        "[0, {})",
                        name, start, dim, shape_tuple_str(shape), extent);
-  const int64_t last = start + (d.size - 1) * d.stride;
+  // The last element the window reaches, saturated where it would pass INT64_MAX.
+  const int64_t reach = (d.size - 1) * d.stride;
+  const int64_t last = start > std::numeric_limits<int64_t>::max() - reach ? std::numeric_limits<int64_t>::max() : start + reach;
   return fmt::format("out-of-bounds slice of `{}`: ds({}, {}{}) in dimension {} of a ref of shape {} reaches element {}; "
                      "valid elements are [0, {})",
                      name, start, d.size, d.stride == 1 ? "" : fmt::format(", {}", d.stride), dim, shape_tuple_str(shape),
@@ -175,8 +178,9 @@ RefView view(const RefView& ref, std::span<const int64_t> starts, const ir::View
     const ir::ViewDim& dim = attr.dims[d];
     const int64_t start = starts[d];
     const int64_t extent = ref.shape[d];
+    // start >= extent - reach rather than start + reach >= extent, which overflows near INT64_MAX.
     const bool bad = dim.squeeze ? (start < 0 || start >= extent)
-                                 : (dim.size > 0 && (start < 0 || start + (dim.size - 1) * dim.stride >= extent));
+                                 : (dim.size > 0 && (start < 0 || start >= extent - (dim.size - 1) * dim.stride));
     if (bad) throw Fault(view_fault_message(name, ref.shape, d, dim, start));
   }
   return view_unchecked(ref, starts, attr);

@@ -42,6 +42,7 @@ template <> struct storage_of<DType::i16> { using type = int16_t; };
 template <> struct storage_of<DType::u8> { using type = uint8_t; };
 template <> struct storage_of<DType::u16> { using type = uint16_t; };
 template <> struct storage_of<DType::u32> { using type = uint32_t; };
+template <> struct storage_of<DType::u64> { using type = uint64_t; };
 template <> struct storage_of<DType::i32> { using type = int32_t; };
 template <> struct storage_of<DType::i64> { using type = int64_t; };
 template <> struct storage_of<DType::index> { using type = int64_t; };
@@ -67,6 +68,7 @@ decltype(auto) dispatch_dtype(DType d, F&& f) {
     case DType::u8: return f.template operator()<uint8_t>();
     case DType::u16: return f.template operator()<uint16_t>();
     case DType::u32: return f.template operator()<uint32_t>();
+    case DType::u64: return f.template operator()<uint64_t>();
     case DType::i32: return f.template operator()<int32_t>();
     case DType::i64:
     case DType::index:

@@ -25,7 +25,7 @@ struct BitcastShape {
 //   part the lowest-addressed bytes (f32 (4,) -> u8 (4, 4); a scalar gives a (ratio,) value);
 // - a narrower `from` needs a trailing dim of exactly size(to) / size(from), which the result
 //   consumes (u8 (4, 4) -> f32 (4,)).
-// Every value dtype but bool and index takes part: i8, i16, i32, i64, u8, u16, u32, bf16, f16,
+// Every value dtype but bool and index takes part: i8, i16, i32, i64, u8, u16, u32, u64, bf16, f16,
 // f32, f64 (jax rejects bool too; index is a lowering type).
 BitcastShape bitcast_shape(DType from, DType to, const Shape& shape);
 

@@ -17,6 +17,7 @@ int64_t dtype_size(DType t) {
     case DType::u32:
     case DType::f32: return 4;
     case DType::i64:
+    case DType::u64:
     case DType::index:
     case DType::f64:
     case DType::sem:
@@ -33,6 +34,7 @@ std::string_view dtype_name(DType t) {
     case DType::u8: return "u8";
     case DType::u16: return "u16";
     case DType::u32: return "u32";
+    case DType::u64: return "u64";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
     case DType::index: return "index";
@@ -64,7 +66,8 @@ static int rank(DType t) {
     case DType::u16: return 2;
     case DType::i32:
     case DType::u32: return 3;
-    case DType::i64: return 4;
+    case DType::i64:
+    case DType::u64: return 4;
     case DType::index: return 5;
     case DType::bf16:
     case DType::f16: return 6;
@@ -94,6 +97,8 @@ DType promote(DType a, DType b) {
   if (is_unsigned(a) != is_unsigned(b) && is_int(a) && is_int(b)) {
     const DType u = is_unsigned(a) ? a : b, s = is_unsigned(a) ? b : a;
     if (s == DType::index) return DType::index;
+    // No integer type holds u64 and a signed one: JAX joins them at the weak float, f64 with x64.
+    if (u == DType::u64) return DType::f64;
     return signed_of_size(std::max(dtype_size(s), 2 * dtype_size(u)));
   }
   return rank(a) >= rank(b) ? a : b;

@@ -26,6 +26,7 @@ enum class DType : uint8_t {
   u8,
   u16,
   u32,
+  u64,
 };
 
 inline constexpr DType bool_ = DType::i1;
@@ -37,6 +38,7 @@ inline constexpr DType i64 = DType::i64;
 inline constexpr DType u8 = DType::u8;
 inline constexpr DType u16 = DType::u16;
 inline constexpr DType u32 = DType::u32;
+inline constexpr DType u64 = DType::u64;
 inline constexpr DType index = DType::index;
 inline constexpr DType bf16 = DType::bf16;
 inline constexpr DType f16 = DType::f16;
@@ -51,11 +53,12 @@ inline constexpr DType int64 = DType::i64;
 inline constexpr DType uint8 = DType::u8;
 inline constexpr DType uint16 = DType::u16;
 inline constexpr DType uint32 = DType::u32;
+inline constexpr DType uint64 = DType::u64;
 
 // The dtypes of values (semaphores are not values: they live in refs and are read with semaphore_read).
-inline constexpr DType kAllDTypes[] = {DType::i1,  DType::i8,  DType::i16, DType::i32, DType::i64, DType::u8,
-                                       DType::u16, DType::u32, DType::index, DType::bf16, DType::f16, DType::f32,
-                                       DType::f64};
+inline constexpr DType kAllDTypes[] = {DType::i1,  DType::i8,   DType::i16,   DType::i32,  DType::i64,
+                                       DType::u8,  DType::u16,  DType::u32,   DType::u64,  DType::index,
+                                       DType::bf16, DType::f16, DType::f32,   DType::f64};
 
 // Size of one element in bytes (a semaphore's counter takes 8).
 int64_t dtype_size(DType t);
@@ -66,7 +69,9 @@ std::optional<DType> dtype_from_name(std::string_view name);
 inline bool is_float(DType t) { return t == DType::bf16 || t == DType::f16 || t == DType::f32 || t == DType::f64; }
 inline bool is_bool(DType t) { return t == DType::i1; }
 // The unsigned integers: they compare, divide, shift right, widen and convert to floats as unsigned.
-inline bool is_unsigned(DType t) { return t == DType::u8 || t == DType::u16 || t == DType::u32; }
+inline bool is_unsigned(DType t) {
+  return t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64;
+}
 // Integers proper (not bool), signed and unsigned.
 inline bool is_int(DType t) {
   return t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64 || t == DType::index || is_unsigned(t);
@@ -77,7 +82,8 @@ inline bool is_semaphore(DType t) { return t == DType::sem || t == DType::dma_se
 // bool < ints < floats (by width); bf16 with f16 gives f32; index with any int gives index. Among the
 // integers, signed with signed and unsigned with unsigned give the wider; unsigned with signed gives
 // the narrowest signed type that holds both (u8 with i8 gives i16, u32 with i32 gives i64, u8 with
-// i32 gives i32).
+// i32 gives i32); no integer type holds u64 and a signed one, so u64 with i8..i64 gives f64 (JAX's
+// lattice with x64: both reach only the weak float, which is f64).
 DType promote(DType a, DType b);
 
 // The type a DSL scalar literal adopts next to a value of type `other` (JAX "weak" typing): an int

@@ -438,7 +438,9 @@ class Parser {
           }
           self().attr = Literal::of_int(lit == "true" ? 1 : 0);
         } else {
-          const long long v = std::strtoll(lit.c_str(), &end, 10);
+          // u64 constants print their unsigned value, which may pass INT64_MAX; the bits are the same.
+          const long long v = t.dtype == DType::u64 ? static_cast<long long>(std::strtoull(lit.c_str(), &end, 10))
+                                                    : std::strtoll(lit.c_str(), &end, 10);
           if (lit.empty() || *end != '\0') {
             pos_ = start;
             fail("an integer literal");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "jit/ir/operands.h"
+#include "runtime/element_rules.h"
 
 namespace tessera::ir {
 
@@ -20,6 +21,9 @@ std::string literal_str(const Literal& lit, DType dtype) {
     return s;
   }
   if (dtype == DType::i1) return lit.i ? "true" : "false";
+  // A u64 prints its unsigned value, the one the constant holds (its bits past 2^63 would print negative).
+  if (dtype == DType::u64)
+    return fmt::format("{}", lit.is_float ? rules::float_to_int<uint64_t>(lit.f) : static_cast<uint64_t>(lit.i));
   return fmt::format("{}", lit.is_float ? static_cast<int64_t>(lit.f) : lit.i);
 }
 

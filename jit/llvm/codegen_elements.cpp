@@ -181,13 +181,13 @@ llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) 
       return b_.CreateSelect(zero, x, b_.CreateSelect(overflow, llvm::ConstantInt::get(ty, 0), rem));
     }
     case OpKind::Pow: {
-      // rules::int_pow, by calling the runtime's own implementation. Unsigned operands go in
-      // zero-extended, as i64: their exponent is never negative, so the i64 rule squares and
-      // multiplies exactly as the uN one does, and its low N bits are the uN result.
+      // rules::int_pow, by calling the runtime's own implementation (rt::int_pow_wrapped), which
+      // takes an unsigned type's width negated: a u64 exponent of 2^63 or more must not read as a
+      // negative i64.
       llvm::Type* i64 = b_.getInt64Ty();
-      llvm::Value* r64 = uns ? b_.CreateCall(rt_ipow_, {b_.CreateZExt(x, i64), b_.CreateZExt(y, i64), b_.getInt32(64)})
-                             : b_.CreateCall(rt_ipow_, {b_.CreateSExt(x, i64), b_.CreateSExt(y, i64),
-                                                        b_.getInt32(ty->getIntegerBitWidth())});
+      const int32_t bits = static_cast<int32_t>(ty->getIntegerBitWidth());
+      llvm::Value* r64 = uns ? b_.CreateCall(rt_ipow_, {b_.CreateZExt(x, i64), b_.CreateZExt(y, i64), b_.getInt32(-bits)})
+                             : b_.CreateCall(rt_ipow_, {b_.CreateSExt(x, i64), b_.CreateSExt(y, i64), b_.getInt32(bits)});
       return b_.CreateTrunc(r64, ty);
     }
     // rules::int_max / int_min, comparing as T does.

@@ -31,11 +31,13 @@ void Emitter::view(ir::OpId id) {
     const ir::ViewDim& dim = attr.dims[d];
     llvm::Value* start = b_.CreateSExt(tensor(operands.starts[d]).scalar, b_.getInt64Ty());
     if (lanes) lanes->starts.push_back(start);
-    // Bounds: the first and last element of the window must lie inside the source.
+    // Bounds: the first and last element of the window must lie inside the source. The last is
+    // compared as start >= extent - reach, which cannot overflow as start + reach would for a start
+    // near INT64_MAX (as rt::view checks).
     const int64_t reach = dim.squeeze ? 0 : (dim.size - 1) * dim.stride;
     if (!lanes && (dim.squeeze || dim.size > 0)) {
       llvm::Value* bad = b_.CreateOr(b_.CreateICmpSLT(start, b_.getInt64(0)),
-                                     b_.CreateICmpSGE(b_.CreateAdd(start, b_.getInt64(reach)), b_.getInt64(src.shape[d])));
+                                     b_.CreateICmpSGE(start, b_.getInt64(src.shape[d] - reach)));
       llvm::BasicBlock* fault = llvm::BasicBlock::Create(ctx_, "view.fault", f_);
       llvm::BasicBlock* ok = llvm::BasicBlock::Create(ctx_, "view.ok", f_);
       b_.CreateCondBr(bad, fault, ok);

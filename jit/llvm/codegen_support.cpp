@@ -16,6 +16,7 @@ llvm::Type* compute_type(llvm::IRBuilderBase& b, DType t) {
     case DType::i32:
     case DType::u32: return b.getInt32Ty();
     case DType::i64:
+    case DType::u64:
     case DType::index:
     case DType::sem:
     case DType::dma_sem: return b.getInt64Ty();
@@ -45,6 +46,7 @@ Stored stored(DType t) {
     case DType::u8:
     case DType::u16:
     case DType::u32:
+    case DType::u64:
     case DType::index:
     case DType::sem:
     case DType::dma_sem:

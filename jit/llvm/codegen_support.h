@@ -20,7 +20,7 @@ class Value;
 namespace tessera::jit {
 
 // The LLVM type an element is computed in (i1, i8, i16, i32, i64, float, double). LLVM integers have
-// no sign: u8/u16/u32 are i8/i16/i32, and each op that depends on the sign picks its unsigned form.
+// no sign: u8/u16/u32/u64 are i8/i16/i32/i64, and each op that depends on the sign picks its unsigned form.
 llvm::Type* compute_type(llvm::IRBuilderBase& b, DType t);
 // The LLVM type an element is stored as (bool as i8, bf16 as i16, f16 as half).
 llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t);

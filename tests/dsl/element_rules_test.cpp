@@ -49,10 +49,10 @@ const std::vector<OpInfo> kUnary = {
     {Op::Sin, "sin", false, true},     {Op::Cos, "cos", false, true},    {Op::Floor, "floor", false, true},
     {Op::Ceil, "ceil", false, true}};
 
-const std::vector<pl::DType> kNumericTypes = {pl::i8,  pl::i16, pl::i32, pl::i64, pl::u8,  pl::u16,
-                                             pl::u32, pl::bf16, pl::f16, pl::f32, pl::f64};
-const std::vector<pl::DType> kAllTypes = {pl::bool_, pl::i8,   pl::i16, pl::i32, pl::i64, pl::u8,
-                                          pl::u16,   pl::u32,  pl::bf16, pl::f16, pl::f32, pl::f64};
+const std::vector<pl::DType> kNumericTypes = {pl::i8,  pl::i16,  pl::i32, pl::i64, pl::u8,  pl::u16,
+                                             pl::u32, pl::u64,  pl::bf16, pl::f16, pl::f32, pl::f64};
+const std::vector<pl::DType> kAllTypes = {pl::bool_, pl::i8,  pl::i16,  pl::i32, pl::i64, pl::u8,  pl::u16,
+                                          pl::u32,   pl::u64, pl::bf16, pl::f16, pl::f32, pl::f64};
 
 bool is_comparison(Op op) { return op >= Op::Eq && op <= Op::Ge; }
 
@@ -212,6 +212,11 @@ pl::Array edges(pl::DType d) {
         for (T k : {lo, T(lo + 1), hi, T(hi - 1)}) v.push_back(k);
         // Just above a bf16 tie that rounding to f32 first would hide (2^24 + 2^16 + 1).
         if constexpr (sizeof(T) >= 4) v.push_back(T(16842753));
+        // 2^63 (INT64_MIN's bits, the first u64 an i64 cannot hold), one past it, and 2^53 + 1, the
+        // first integer a double cannot hold (u64 -> f64 rounds it).
+        if constexpr (sizeof(T) == 8)
+          for (uint64_t k : {uint64_t{1} << 63, (uint64_t{1} << 63) + 1, (uint64_t{1} << 53) + 1})
+            v.push_back(static_cast<T>(k));
         return pl::Array::from_vector<T>(v, {static_cast<int64_t>(v.size())});
       } else {
         return pl::Array();
@@ -225,7 +230,8 @@ pl::Array edges(pl::DType d) {
                            // just above a bf16 / f16 tie, by less than an f32 unit
                            1 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30), 1 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40),
                            65504, 65520, 1e10, 16777217, 2147483520, 2147483648.0, -2147483904.0,
-                           9.3e18, -9.3e18, 3.0e38, -3.4e38, 1e300, 1e-40, std::ldexp(1.0, -24),
+                           9.3e18, -9.3e18, 1.8e19, std::ldexp(1.0, 64), std::ldexp(1.0, 64) - std::ldexp(1.0, 11),
+                           3.0e38, -3.4e38, 1e300, 1e-40, std::ldexp(1.0, -24),
                            std::ldexp(1.0, -14), inf, -inf, std::nan("")};
   pl::Array a = pl::Array::from_vector<double>(v, {static_cast<int64_t>(v.size())}, d);
   // Bit patterns that no double literal gives: NaNs with a sign or a payload, the smallest and the
@@ -538,6 +544,11 @@ TEST_SUITE("dsl") {
         {pl::f32, pl::i8, -1e9, false},
         {pl::f32, pl::i32, std::nan(""), false},
         {pl::f64, pl::i64, 1e300, false},
+        {pl::f64, pl::u64, 1.8e19, false},
+        {pl::f32, pl::u64, -1e9, false},
+        {pl::f64, pl::u64, std::ldexp(1.0, 64), false},
+        {pl::u64, pl::f32, 1.8e19, false},
+        {pl::u64, pl::u64, 5, true},
         {pl::f32, pl::bool_, std::nan(""), false},
         {pl::f32, pl::f32, 0.0, true},
         {pl::i8, pl::i8, -128, true}};
@@ -638,7 +649,9 @@ TEST_SUITE("dsl") {
         {Op::Div, pl::i32, -2147483648.0, -1}, {Op::Rem, pl::i32, -2147483648.0, -1}, {Op::Div, pl::i32, 7, 0},
         {Op::Rem, pl::i32, -7, 0},          {Op::FloorDiv, pl::i32, -7, 0},   {Op::Mod, pl::i32, -7, 0},
         {Op::FloorDiv, pl::i8, -128, -1},   {Op::Mod, pl::i8, -7, 2},         {Op::Mul, pl::i8, 100, 3},
-        {Op::Pow, pl::i32, -1, -3},         {Op::Pow, pl::i32, 3, 40},        {Op::Div, pl::f16, 1, 3}};
+        {Op::Pow, pl::i32, -1, -3},         {Op::Pow, pl::i32, 3, 40},        {Op::Div, pl::f16, 1, 3},
+        {Op::Div, pl::u64, 1.8e19, 7},      {Op::Div, pl::u64, 1.8e19, 0},    {Op::Rem, pl::u64, 1.8e19, 0},
+        {Op::Max, pl::u64, 1.8e19, 1},      {Op::Pow, pl::u64, 3, 41},        {Op::Sub, pl::u64, 0, 1}};
     for (const Case& c : cases) {
       pl::Array x = pl::Array::full({1}, c.a, c.d), y = pl::Array::full({1}, c.b, c.d);
       const pl::DType d = c.d;
@@ -675,6 +688,11 @@ TEST_SUITE("dsl") {
     CHECK(std::bit_cast<uint32_t>(rules::float_max(1.0f, std::nanf(""))) == rules::kCanonicalNaN32);
     CHECK(rules::float_to_int<int32_t>(3e9) == std::numeric_limits<int32_t>::max());
     CHECK(rules::float_to_int<int32_t>(std::nan("")) == 0);
+    // u64 saturates at 2^64 - 1 from 2^64 on; the largest double below 2^64 converts as itself.
+    CHECK(rules::float_to_int<uint64_t>(std::ldexp(1.0, 64)) == std::numeric_limits<uint64_t>::max());
+    CHECK(rules::float_to_int<uint64_t>(std::ldexp(1.0, 64) - std::ldexp(1.0, 11)) == 0xfffffffffffff800ull);
+    CHECK(rules::float_to_int<uint64_t>(-1.0) == 0);
+    CHECK(rules::float_to_int<uint64_t>(std::nan("")) == 0);
     CHECK(rules::bf16_from_f32(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);  // tie to even
     CHECK(rules::bf16_from_f32(std::bit_cast<float>(0x7f800001u)) == 0x7fc0);  // a NaN never becomes inf
     // f64 -> bf16 rounds once: 1 + 2^-8 + 2^-30 is just above a tie, which rounding to f32 first

@@ -135,7 +135,8 @@ void check(const pl::Array& in, Fold f, const std::vector<int64_t>& axes, bool k
   }
 }
 
-const std::vector<pl::DType> kNumeric = {pl::f32, pl::bf16, pl::f16, pl::f64, pl::i32, pl::i8, pl::i16, pl::u8, pl::u16, pl::u32};
+const std::vector<pl::DType> kNumeric = {pl::f32, pl::bf16, pl::f16, pl::f64, pl::i32, pl::i8,
+                                         pl::i16, pl::u8,   pl::u16, pl::u32, pl::u64};
 
 }  // namespace
 

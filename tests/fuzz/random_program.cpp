@@ -35,7 +35,8 @@ int pick_op(Rng& rng, const Table& table, DType t) {
   }
 }
 
-const std::vector<DType> kElementTypes = {pl::f32, pl::f32, pl::bf16, pl::f16, pl::f64, pl::i8, pl::i32, pl::i32, pl::i64};
+const std::vector<DType> kElementTypes = {pl::f32, pl::f32, pl::bf16, pl::f16, pl::f64, pl::i8,
+                                          pl::i32, pl::i32, pl::i64, pl::u64};
 
 class Generator {
  public:
@@ -85,7 +86,7 @@ class Generator {
       case 2: return as(add({rng_.chance(0.5) ? Node::x : Node::y, p_.in_dtype}), t);
       case 3: {
         double v = is_float(t) ? rng_.pick(std::vector<double>{0.5, -2.0, 3.25, 1e-3, 0.0, -0.0, 100.0, 7.0})
-                               : static_cast<double>(rng_.between(-100, 100));
+                               : static_cast<double>(rng_.between(is_unsigned(t) ? 0 : -100, 100));
         return add({Node::constant, t, 0, 0, 0, v});
       }
       case 4: return add({Node::iota, t, 0, static_cast<int>(rng_.between(0, 1))});

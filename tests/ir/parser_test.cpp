@@ -127,6 +127,7 @@ TEST_SUITE("ir") {
         "  %11 = constant 255 : u8\n"
         "  %12 = constant 65535 : 3x4xu16\n"
         "  %13 = constant 4294967295 : u32\n"
+        "  %14 = constant 18446744073709551615 : 2xu64\n"
         "}\n";
     CHECK(print(parse(text)) == text);
   }
