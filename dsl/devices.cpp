@@ -86,10 +86,21 @@ AxisRef resolve_axis(const std::string& name, const char* api, SourceLoc loc) {
 
 int64_t size_of(const AxisRef& r) { return r.grid_dim ? r.grid_size : r.mesh->shape()[r.mesh_axis]; }
 
+// A grid dim sized when the call runs (pl::GridDim("rows", pl::from_prefetch(k))): its size is a value
+// of each call, not a number of the trace.
+bool sized_at_call(const AxisRef& r) { return r.grid_dim && r.grid_size == ir::kDynamicDim; }
+
 // The sizes of the axes a joint name spans, in its order.
 std::vector<int64_t> joint_sizes(const AxisNames& names, const char* api, SourceLoc loc) {
   std::vector<int64_t> sizes;
-  for (const std::string& n : checked_names(names, api, loc)) sizes.push_back(size_of(resolve_axis(n, api, loc)));
+  for (const std::string& n : checked_names(names, api, loc)) {
+    const AxisRef r = resolve_axis(n, api, loc);
+    if (sized_at_call(r))
+      throw UserError(fmt::format("{}: grid axis `{}` is sized when the call runs, so its size is no number", api, n),
+                      fmt::format("`{}` sized by pl::from_prefetch in the pallas_call's grid", n),
+                      fmt::format("read the call's size as a traced value with pl::num_programs(\"{}\")", n), loc);
+    sizes.push_back(size_of(r));
+  }
   return sizes;
 }
 
@@ -155,7 +166,12 @@ Value axis_index(const AxisNames& names, std::source_location loc) {
   for (const std::string& n : checked_names(names, api, loc)) {
     const AxisRef r = resolve_axis(n, api, loc);
     const Value v = r.grid_dim ? program_id(*r.grid_dim, loc) : mesh_axis_index(r.mesh_axis, loc);
-    linear = linear ? *linear * static_cast<int32_t>(size_of(r)) + v : v;
+    if (!linear)
+      linear = v;
+    else if (sized_at_call(r))
+      linear = *linear * num_programs(*r.grid_dim, loc) + v;  // the call's size
+    else
+      linear = *linear * static_cast<int32_t>(size_of(r)) + v;
   }
   return *linear;
 }
