@@ -86,10 +86,21 @@ AxisRef resolve_axis(const std::string& name, const char* api, SourceLoc loc) {
 
 int64_t size_of(const AxisRef& r) { return r.grid_dim ? r.grid_size : r.mesh->shape()[r.mesh_axis]; }
 
+// A grid dim sized when the call runs (pl::GridDim("rows", pl::from_prefetch(k))): its size is a value
+// of each call, not a number of the trace.
+bool sized_at_call(const AxisRef& r) { return r.grid_dim && r.grid_size == ir::kDynamicDim; }
+
 // The sizes of the axes a joint name spans, in its order.
 std::vector<int64_t> joint_sizes(const AxisNames& names, const char* api, SourceLoc loc) {
   std::vector<int64_t> sizes;
-  for (const std::string& n : checked_names(names, api, loc)) sizes.push_back(size_of(resolve_axis(n, api, loc)));
+  for (const std::string& n : checked_names(names, api, loc)) {
+    const AxisRef r = resolve_axis(n, api, loc);
+    if (sized_at_call(r))
+      throw UserError(fmt::format("{}: grid axis `{}` is sized when the call runs, so its size is no number", api, n),
+                      fmt::format("`{}` sized by pl::from_prefetch in the pallas_call's grid", n),
+                      fmt::format("read the call's size as a traced value with pl::num_programs(\"{}\")", n), loc);
+    sizes.push_back(size_of(r));
+  }
   return sizes;
 }
 
@@ -105,16 +116,42 @@ DeviceId::DeviceId(std::initializer_list<std::pair<AxisNames, Operand>> axes, st
     : axes_(axes), by_axis_(true), loc_(loc) {}
 DeviceId::DeviceId(const Operand& id, std::source_location loc) : coords_{id}, single_(true), loc_(loc) {}
 
-std::vector<Value> DeviceId::resolve(DeviceIdType type, const char* api) const {
+namespace {
+
+// The mesh axis of the cores when the kernel being traced runs on the cores of several devices, else -1.
+int64_t core_axis() {
+  const detail::TraceContext* ctx = detail::TraceContext::active();
+  return ctx ? ctx->core_axis : -1;
+}
+
+}  // namespace
+
+DeviceId::Target DeviceId::resolve(DeviceIdType type, const char* api, const std::optional<Value>& core) const {
   const Mesh& mesh = current_mesh(api, loc_);
-  std::vector<Value> out;
+  // On devices × cores the id names a device: the device axes are all but the cores' (the last).
+  const int64_t cores = core_axis();
+  const int64_t device_rank = cores < 0 ? mesh.rank() : cores;
+  auto with_core = [&](std::vector<Value> out) {
+    if (cores >= 0) out.push_back(core ? *core : mesh_axis_index(cores, loc_));
+    return Target{std::move(out), false};
+  };
   if (type == DeviceIdType::LOGICAL) {
     if (by_axis_ || coords_.size() != 1)
       throw UserError(fmt::format("{}: a LOGICAL device id is one integer", api),
                       by_axis_ ? "a per-axis map" : fmt::format("{} coordinates", coords_.size()),
                       "pass pl::DeviceId(id) with DeviceIdType::LOGICAL, or use DeviceIdType::MESH for coordinates", loc_);
-    out.push_back(as_i32(coords_[0], api, loc_));
-    return out;
+    const Value id = as_i32(coords_[0], api, loc_);
+    if (cores < 0) return Target{{id}, true};
+    // Split row-major over the device axes; the first is not reduced, so an id past the mesh is a
+    // coordinate past it, reported when the signal runs.
+    std::vector<Value> out(static_cast<size_t>(device_rank), id);
+    int64_t stride = 1;
+    for (int64_t a = device_rank; a-- > 0;) {
+      Value c = stride == 1 ? id : id / static_cast<int32_t>(stride);
+      out[static_cast<size_t>(a)] = a == 0 ? c : c % static_cast<int32_t>(mesh.shape()[a]);
+      stride *= mesh.shape()[a];
+    }
+    return with_core(std::move(out));
   }
   if (by_axis_) {
     std::vector<std::optional<Value>> per_axis(static_cast<size_t>(mesh.rank()));
@@ -125,28 +162,35 @@ std::vector<Value> DeviceId::resolve(DeviceIdType type, const char* api) const {
       int64_t stride = 1;
       for (size_t k = joint.size(); k-- > 0;) {
         const int64_t a = mesh.axis(joint[k], loc_);
-        if (per_axis[a])
+        if (per_axis[a] || (a == cores && core))
           throw UserError(fmt::format("{}: axis `{}` is named twice in the device id", api, joint[k]), mesh.str(),
-                          "name every axis at most once", loc_);
+                          a == cores ? "name the core either in the device id or with pl::CoreIndex, not both"
+                                     : "name every axis at most once",
+                          loc_);
         Value c = stride == 1 ? linear : linear / static_cast<int32_t>(stride);
         per_axis[a] = k == 0 ? c : c % static_cast<int32_t>(mesh.shape()[a]);
         stride *= mesh.shape()[a];
       }
     }
+    if (cores >= 0 && core) per_axis[static_cast<size_t>(cores)] = *core;
+    std::vector<Value> out;
     for (size_t a = 0; a < per_axis.size(); ++a)
       out.push_back(per_axis[a] ? *per_axis[a] : mesh_axis_index(static_cast<int64_t>(a), loc_));
-    return out;
+    return Target{std::move(out), false};
   }
-  if (static_cast<int64_t>(coords_.size()) != mesh.rank())
-    throw UserError(fmt::format("{}: the device id has {} coordinate(s) for a mesh of {} axes", api, coords_.size(),
-                                mesh.rank()),
+  if (static_cast<int64_t>(coords_.size()) != device_rank) {
+    std::vector<std::string> device_axes(mesh.axis_names().begin(), mesh.axis_names().begin() + device_rank);
+    throw UserError(fmt::format("{}: the device id has {} coordinate(s) for a mesh of {} {}axes", api, coords_.size(),
+                                device_rank, cores < 0 ? "" : "device "),
                     mesh.str(),
-                    fmt::format("give one coordinate per axis ({}), a per-axis map such as pl::DeviceId({{{{\"{}\", j}}}}), "
+                    fmt::format("give one coordinate per {}axis ({}), a per-axis map such as pl::DeviceId({{{{\"{}\", j}}}}), "
                                 "or a logical id with DeviceIdType::LOGICAL",
-                                fmt::join(mesh.axis_names(), ", "), mesh.axis_names().back()),
+                                cores < 0 ? "" : "device ", fmt::join(device_axes, ", "), device_axes.back()),
                     loc_);
+  }
+  std::vector<Value> out;
   for (const Operand& c : coords_) out.push_back(as_i32(c, api, loc_));
-  return out;
+  return with_core(std::move(out));
 }
 
 Value axis_index(const AxisNames& names, std::source_location loc) {
@@ -155,7 +199,12 @@ Value axis_index(const AxisNames& names, std::source_location loc) {
   for (const std::string& n : checked_names(names, api, loc)) {
     const AxisRef r = resolve_axis(n, api, loc);
     const Value v = r.grid_dim ? program_id(*r.grid_dim, loc) : mesh_axis_index(r.mesh_axis, loc);
-    linear = linear ? *linear * static_cast<int32_t>(size_of(r)) + v : v;
+    if (!linear)
+      linear = v;
+    else if (sized_at_call(r))
+      linear = *linear * num_programs(*r.grid_dim, loc) + v;  // the call's size
+    else
+      linear = *linear * static_cast<int32_t>(size_of(r)) + v;
   }
   return *linear;
 }
@@ -176,8 +225,10 @@ Value num_programs(const std::string& name, std::source_location loc) {
 
 Value device_id(std::source_location loc) {
   const Mesh& mesh = current_mesh("pl::device_id", loc);
+  // On devices × cores, the device's id: the cores' axis (the last) is left out.
+  const int64_t rank = core_axis() < 0 ? mesh.rank() : core_axis();
   Value id = mesh_axis_index(0, loc);
-  for (int64_t a = 1; a < mesh.rank(); ++a) id = id * static_cast<int32_t>(mesh.shape()[a]) + mesh_axis_index(a, loc);
+  for (int64_t a = 1; a < rank; ++a) id = id * static_cast<int32_t>(mesh.shape()[a]) + mesh_axis_index(a, loc);
   return id;
 }
 
@@ -197,7 +248,8 @@ RemoteCopyDescriptor make_async_remote_copy(const Ref& src, const Ref& dst, cons
   detail::check_copy(src, dst, api, loc);
   detail::check_semaphore(send_sem, DType::dma_sem, api, loc);
   detail::check_semaphore(recv_sem, DType::dma_sem, api, loc);
-  return RemoteCopyDescriptor(src, dst, send_sem, recv_sem, device.resolve(type, api), type == DeviceIdType::LOGICAL);
+  DeviceId::Target target = device.resolve(type, api);
+  return RemoteCopyDescriptor(src, dst, send_sem, recv_sem, std::move(target.coords), target.logical);
 }
 
 void RemoteCopyDescriptor::start(std::source_location loc) const {
@@ -244,16 +296,20 @@ void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device
                       std::source_location loc) {
   const char* api = "pl::semaphore_signal";
   detail::check_semaphore(sem, DType::sem, api, loc);
-  emit_remote_signal(sem, inc, device.resolve(type, api), type == DeviceIdType::LOGICAL, api, loc);
+  const DeviceId::Target target = device.resolve(type, api);
+  emit_remote_signal(sem, inc, target.coords, target.logical, api, loc);
 }
 
 void semaphore_signal(const Ref& sem, const DeviceId& device, DeviceIdType type, std::source_location loc) {
   semaphore_signal(sem, Operand(1, loc), device, type, loc);
 }
 
-void semaphore_signal(const Ref& sem, const Operand& inc, const CoreIndex& core, std::source_location loc) {
-  const char* api = "pl::semaphore_signal";
-  detail::check_semaphore(sem, DType::sem, api, loc);
+namespace {
+
+// The core `core` names, an i32, checked against the kernel's cores: a UserError outside a CoreMesh
+// or, for a number, outside [0, cores). (A traced index is checked when the signal runs, as a
+// coordinate of the kernel's mesh.)
+Value checked_core(const CoreIndex& core, const char* api, SourceLoc loc) {
   auto& ctx = detail::TraceContext::current(api, loc);
   if (!ctx.core_mesh)
     throw UserError("pl::semaphore_signal: core_index names a core of a pl::CoreMesh, and this kernel runs on none",
@@ -261,17 +317,55 @@ void semaphore_signal(const Ref& sem, const Operand& inc, const CoreIndex& core,
                     "run the kernel on the cores of a pl::CoreMesh in pl::mpmd_map, or signal another device with "
                     "pl::DeviceId",
                     core.loc);
-  // The kernel's mesh is its CoreMesh: a core is a point of it, as a device is of a device mesh.
-  const Mesh& cores = current_mesh(api, loc);
+  // The kernel's mesh is its CoreMesh, or devices × cores: a core is a point of the cores' axis.
+  const Mesh& mesh = current_mesh(api, loc);
+  const int64_t axis = ctx.core_axis < 0 ? 0 : ctx.core_axis;
+  const int64_t cores = mesh.shape()[axis];
   if (core.index.is_literal()) {
     const int64_t k = static_cast<int64_t>(core.index.literal().as_double());
-    if (k < 0 || k >= cores.size())
+    if (k < 0 || k >= cores)
       throw UserError(fmt::format("pl::semaphore_signal: core_index {} is out of range", k),
-                      fmt::format("a kernel on {} cores (pl::CoreMesh(\"{}\", {}))", cores.size(),
-                                  cores.axis_names()[0], cores.size()),
-                      fmt::format("name a core in [0, {})", cores.size()), core.loc);
+                      fmt::format("a kernel on {} cores (pl::CoreMesh(\"{}\", {}))", cores, mesh.axis_names()[axis],
+                                  cores),
+                      fmt::format("name a core in [0, {})", cores), core.loc);
   }
-  emit_remote_signal(sem, inc, {as_i32(core.index, api, core.loc)}, false, api, loc);
+  return as_i32(core.index, api, core.loc);
+}
+
+}  // namespace
+
+void semaphore_signal(const Ref& sem, const Operand& inc, const CoreIndex& core, std::source_location loc) {
+  const char* api = "pl::semaphore_signal";
+  detail::check_semaphore(sem, DType::sem, api, loc);
+  const Value k = checked_core(core, api, loc);
+  auto& ctx = detail::TraceContext::current(api, loc);
+  if (ctx.core_axis < 0) {
+    emit_remote_signal(sem, inc, {k}, false, api, loc);
+    return;
+  }
+  // Devices × cores: core k of this device.
+  std::vector<Value> target;
+  for (int64_t a = 0; a < ctx.core_axis; ++a) target.push_back(mesh_axis_index(a, loc));
+  target.push_back(k);
+  emit_remote_signal(sem, inc, target, false, api, loc);
+}
+
+void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device, const CoreIndex& core,
+                      DeviceIdType type, std::source_location loc) {
+  const char* api = "pl::semaphore_signal";
+  detail::check_semaphore(sem, DType::sem, api, loc);
+  const Value k = checked_core(core, api, loc);
+  auto& ctx = detail::TraceContext::current(api, loc);
+  if (ctx.core_axis < 0)
+    throw UserError("pl::semaphore_signal: a signal naming a device and a core needs a kernel on the cores of several "
+                    "devices",
+                    "pl::DeviceId and pl::CoreIndex in a kernel on the cores of one device (an mpmd_map pair over a "
+                    "pl::CoreMesh)",
+                    "run the kernel on the cores of several devices, pl::mpmd_map({{pl::Mesh({n}, {\"x\"}), pl::CoreMesh(\"core\", c), "
+                    "kernel}}, ...), or name only the core with pl::CoreIndex",
+                    loc);
+  const DeviceId::Target target = device.resolve(type, api, k);
+  emit_remote_signal(sem, inc, target.coords, target.logical, api, loc);
 }
 
 Ref get_barrier_semaphore(std::source_location loc) {

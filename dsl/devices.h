@@ -10,6 +10,8 @@
 //   pl::semaphore_signal(sem, pl::DeviceId({j, k}));          the same, adding 1
 //   pl::Ref barrier = pl::get_barrier_semaphore();          needs CompilerParams{.collective_id = k}
 //   pl::semaphore_signal(sem, 1, pl::CoreIndex(k));          core k of the kernel's pl::CoreMesh (mpmd_map)
+//   pl::semaphore_signal(sem, 1, pl::DeviceId({j}), pl::CoreIndex(k));   core k of device j (an mpmd_map
+//                                                            pair over {pl::Mesh(...), pl::CoreMesh(...)})
 //
 // A remote copy pushes the local window `src` into the window `dst` of the target device's instance
 // of the same kernel: `dst` names this device's ref, and the copy lands in the target's
@@ -30,6 +32,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <utility>
@@ -65,9 +68,15 @@ class DeviceId {
            std::source_location loc = std::source_location::current());
   DeviceId(const Operand& id, std::source_location loc = std::source_location::current());
 
-  // The op operands naming it: one i32 per mesh axis, or one logical id; checks the form against the
-  // mesh and `type`.
-  std::vector<Value> resolve(DeviceIdType type, const char* api) const;
+  // The participant it names. On the cores of several devices (an mpmd_map pair over a device mesh
+  // and a pl::CoreMesh) the id names a device and `core` its core (this core's when absent); the target
+  // is then always mesh coordinates, a logical id split over the device axes.
+  struct Target {
+    std::vector<Value> coords;  // one i32 per mesh axis, or one logical id
+    bool logical = false;
+  };
+  // Checks the form against the mesh and `type`.
+  Target resolve(DeviceIdType type, const char* api, const std::optional<Value>& core = std::nullopt) const;
 
  private:
   std::vector<Operand> coords_;
@@ -120,7 +129,8 @@ void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device
 void semaphore_signal(const Ref& sem, const DeviceId& device, DeviceIdType type = DeviceIdType::MESH,
                       std::source_location loc = std::source_location::current());
 
-// A core to signal (Pallas' core_index=k): core k of the pl::CoreMesh the kernel runs on in an mpmd_map.
+// A core to signal (Pallas' core_index=k): core k of the pl::CoreMesh the kernel runs on in an mpmd_map
+// (of this device, or of the device a pl::DeviceId names beside it).
 struct CoreIndex {
   CoreIndex(const Operand& k, std::source_location loc = std::source_location::current()) : index(k), loc(loc) {}
   Operand index;
@@ -133,6 +143,14 @@ struct CoreIndex {
 // compiled backend picks by machine, so a kernel naming one would not mean the same everywhere.
 void semaphore_signal(const Ref& sem, const Operand& inc, const CoreIndex& core,
                       std::source_location loc = std::source_location::current());
+
+// pl::semaphore_signal(sem, inc, pl::DeviceId(...), pl::CoreIndex(k)) (Pallas' device_id=..., core_index=k):
+// adds `inc` to the semaphore of core k of that device. The kernel runs on the cores of several devices,
+// an mpmd_map pair {pl::Mesh(devices), pl::CoreMesh("core", n), kernel}: its participants are the
+// devices × cores, one launch group. A core outside [0, n) or a device outside the mesh is an error
+// (a UserError when tracing for a number, a RuntimeError naming the coordinates when it runs).
+void semaphore_signal(const Ref& sem, const Operand& inc, const DeviceId& device, const CoreIndex& core,
+                      DeviceIdType type = DeviceIdType::MESH, std::source_location loc = std::source_location::current());
 
 // The kernel's barrier semaphore (a regular semaphore of the collective launch; it must be back at zero
 // when the kernel ends). Needs CompilerParams{.collective_id = k}.

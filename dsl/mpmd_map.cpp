@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
@@ -21,6 +22,18 @@ CoreMesh::CoreMesh(std::string name, int64_t cores, std::source_location l)
     throw UserError("a CoreMesh needs a non-empty axis name and at least one core",
                     fmt::format("CoreMesh(\"{}\", {})", axis_name, num_cores),
                     "give the axis a name and 1 or more cores: pl::CoreMesh(\"core\", 2)", loc);
+}
+
+Mesh MeshKernel::devices_and_cores(const Mesh& devices, const CoreMesh& cores) {
+  std::vector<int64_t> shape = devices.shape();
+  std::vector<std::string> names = devices.axis_names();
+  if (std::find(names.begin(), names.end(), cores.axis_name) != names.end())
+    throw UserError(fmt::format("the cores' axis `{}` is also an axis of the device mesh", cores.axis_name),
+                    fmt::format("{} with CoreMesh(\"{}\", {})", devices.str(), cores.axis_name, cores.num_cores),
+                    "give the cores' axis a name of its own", cores.loc);
+  shape.push_back(cores.num_cores);
+  names.push_back(cores.axis_name);
+  return Mesh(std::move(shape), std::move(names), cores.loc);
 }
 
 namespace detail {
@@ -59,6 +72,12 @@ class MpmdImpl : public CallBase {
  private:
   std::string mesh_str(size_t p) const {
     const MeshKernel& pair = spec_.pairs[p];
+    if (pair.core_axis >= 0) {
+      const std::vector<int64_t>& shape = pair.mesh.shape();
+      const std::vector<std::string>& names = pair.mesh.axis_names();
+      const Mesh devices({shape.begin(), shape.end() - 1}, {names.begin(), names.end() - 1});
+      return fmt::format("{} with CoreMesh(\"{}\", {})", devices.str(), names.back(), shape.back());
+    }
     return pair.of_cores ? fmt::format("CoreMesh(\"{}\", {})", pair.mesh.axis_names()[0], pair.mesh.size())
                          : pair.mesh.str();
   }
@@ -152,7 +171,8 @@ ir::Function MpmdImpl::trace(size_t pair, std::span<const Array> args) const {
   {
     TraceContext ctx(fn, name_);
     ctx.call = "mpmd_map";
-    ctx.core_mesh = spec_.pairs[pair].of_cores;
+    ctx.core_mesh = spec_.pairs[pair].of_cores || spec_.pairs[pair].core_axis >= 0;
+    ctx.core_axis = spec_.pairs[pair].core_axis;
     // A participant's barrier semaphore (pl::get_barrier_semaphore) is its own, as its VMEM scratch is:
     // remote signals over the kernel's mesh reach the other participants' ones.
     ctx.collective_id = spec_.options.compiler_params.collective_id;

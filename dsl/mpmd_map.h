@@ -27,6 +27,13 @@
 // same name in several meshes are the same axis and must have the same size. Remote copies and
 // signals (pl::DeviceId over the kernel's own mesh) reach the participants of the same mesh.
 //
+// A pair may also run on the cores of several devices, {pl::Mesh({2}, {"x"}), pl::CoreMesh("core", 2),
+// kernel}: its participants are every core of every device (the kernel's mesh is the device axes
+// and then the cores' axis; pl::axis_index("core") is the core). A pl::DeviceId then names a device
+// and reaches the same core of it; pl::CoreIndex(k) core k of this device; both together
+// (pl::semaphore_signal(sem, 1, pl::DeviceId({j}), pl::CoreIndex(k))) core k of device j, as Pallas'
+// semaphore_signal(..., device_id=..., core_index=...) does.
+//
 // Front-end layer (dsl/).
 #pragma once
 
@@ -61,8 +68,21 @@ struct MeshKernel {
         kernel(detail::wrap_kernel(std::forward<K>(kernel))),
         loc(loc) {}
 
+  // The cores of every device of `devices`.
+  template <class K>
+  MeshKernel(const Mesh& devices, const CoreMesh& cores, K&& kernel,
+             std::source_location loc = std::source_location::current())
+      : mesh(devices_and_cores(devices, cores)),
+        core_axis(devices.rank()),
+        kernel(detail::wrap_kernel(std::forward<K>(kernel))),
+        loc(loc) {}
+
+  // The devices' axes, then the cores' (a UserError if a device axis has the cores' name).
+  static Mesh devices_and_cores(const Mesh& devices, const CoreMesh& cores);
+
   Mesh mesh;
   bool of_cores = false;  // a CoreMesh: its points are cores of the current device, not devices
+  int64_t core_axis = -1;  // devices × cores: the mesh axis of the cores (the last), else -1
   detail::KernelFn kernel;
   SourceLoc loc;
 };

@@ -19,22 +19,46 @@
 
 namespace tessera {
 
+namespace {
+
+// Names `name` as the next dim of a grid whose dims so far are called `names`: non-empty and unique.
+// `written` is the dim as the user wrote it, for the message.
+void check_grid_name(const std::vector<std::string>& names, const std::string& name, const std::string& written,
+                     SourceLoc loc) {
+  if (name.empty())
+    throw UserError("a named grid dim needs a non-empty name", written,
+                    "name every dim, e.g. pl::axis(\"i\", 4), or give the grid plain sizes", loc);
+  if (std::find(names.begin(), names.end(), name) != names.end())
+    throw UserError(fmt::format("grid axis `{}` is named twice", name),
+                    fmt::format("a grid with dims {} and another `{}`", fmt::join(names, ", "), name),
+                    "give every grid dim its own name", loc);
+}
+
+}  // namespace
+
 Grid::Grid(std::initializer_list<GridAxis> axes, std::source_location loc) {
   for (const GridAxis& a : axes) {
-    if (a.name.empty())
-      throw UserError("a named grid dim needs a non-empty name", fmt::format("pl::axis(\"\", {})", a.size),
-                      "name every dim, e.g. pl::axis(\"i\", 4), or give the grid plain sizes", loc);
-    if (std::find(names_.begin(), names_.end(), a.name) != names_.end())
-      throw UserError(fmt::format("grid axis `{}` is named twice", a.name),
-                      fmt::format("a grid with dims {} and another `{}`", fmt::join(names_, ", "), a.name),
-                      "give every grid dim its own name", loc);
+    check_grid_name(names_, a.name, fmt::format("pl::axis(\"\", {})", a.size), loc);
     names_.push_back(a.name);
     dims_.push_back(a.size);
   }
 }
 
 Grid::Grid(std::initializer_list<GridDim> dims, std::source_location loc) {
+  const bool named = dims.size() > 0 && dims.begin()->name().has_value();
   for (const GridDim& d : dims) {
+    // Names are all or nothing, as in Pallas: pl::axis_index(name) and pl::program_id(k) both work then.
+    if (d.name().has_value() != named)
+      throw UserError("a grid names some of its dims and not others",
+                      fmt::format("grid dim {} {}", dims_.size(), named ? "without a name" : "named `" + *d.name() + "`"),
+                      "name every dim (pl::GridDim(\"i\", size), pl::axis(\"i\", 4)) or none", loc);
+    if (named) {
+      check_grid_name(names_, *d.name(),
+                      d.prefetch() ? fmt::format("pl::GridDim(\"\", pl::from_prefetch({}))", *d.prefetch())
+                                   : fmt::format("pl::GridDim(\"\", {})", d.size()),
+                      loc);
+      names_.push_back(*d.name());
+    }
     if (d.prefetch()) {
       prefetch_dims_.push_back(PrefetchDim{dims_.size(), *d.prefetch(), d.loc()});
       dims_.push_back(ir::kDynamicDim);

@@ -272,13 +272,16 @@ class BlockSpec {
 struct GridAxis {
   std::string name;
   int64_t size;
+  // In a grid with dims sized at call time: `{pl::GridDim("rows", pl::from_prefetch(0)), pl::axis("j", 4)}`.
+  operator GridDim() const { return GridDim(name, size); }  // NOLINT: implicit, as a plain number
 };
 inline GridAxis axis(std::string name, int64_t size) { return GridAxis{std::move(name), size}; }
 
 // A grid: its dims' sizes, `.grid = {m / bm, n / bn}`, or named dims, `.grid = {pl::axis("i", 2),
 // pl::axis("j", 4)}` (then every dim has a unique, non-empty name; a UserError at that line otherwise).
 // A dim may be sized at call time by a scalar-prefetch argument, `.grid = {pl::from_prefetch(0), 4}`
-// (pl::from_prefetch, dsl/grid_dim.h); dims() then holds ir::kDynamicDim there.
+// (pl::from_prefetch, dsl/grid_dim.h); dims() then holds ir::kDynamicDim there. Such a dim may be
+// named too: `.grid = {pl::GridDim("rows", pl::from_prefetch(0)), pl::axis("cols", 4)}`.
 class Grid {
  public:
   // A dim sized by scalar-prefetch argument `operand` when the call runs, written at `loc`.

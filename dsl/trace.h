@@ -69,6 +69,9 @@ class TraceContext {
   std::string call = "pallas_call";
   // Whether the kernel runs on the cores of a pl::CoreMesh (an mpmd_map pair): pl::CoreIndex names them.
   bool core_mesh = false;
+  // On the cores of several devices (an mpmd_map pair of a device mesh and a pl::CoreMesh): the mesh
+  // axis of the cores, the last; the others are devices. -1 otherwise.
+  int64_t core_axis = -1;
   // The call's collective_id, and the barrier semaphore once a kernel asked for it.
   std::optional<int64_t> collective_id;
   ir::ValueId barrier_semaphore = ir::kNone;

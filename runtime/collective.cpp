@@ -198,6 +198,7 @@ LaunchGroup::Delivery LaunchGroup::deliver(Seat seat, const std::function<void(C
     case State::ready:
     case State::blocked: break;
   }
+  if (t.ended) return Delivery::gone;  // from another process, only while the kernel runs (docs/design.md §4.9)
   op(*t.ctx);
   changed_.notify_all();
   return Delivery::done;
@@ -209,7 +210,7 @@ void LaunchGroup::elsewhere(int64_t member) {
 }
 
 void LaunchGroup::with_target(Seat from, int64_t target, const std::string& what, SourceLoc loc,
-                              const std::function<void(CoreContext&)>& op) {
+                              const std::function<void(CoreContext&)>& op, bool into_operands) {
   random_delay();
   std::unique_lock lock(mutex_);
   Participant& t = at(Seat{target, from.core});
@@ -224,8 +225,33 @@ void LaunchGroup::with_target(Seat from, int64_t target, const std::string& what
         "the same kernel. Make the receiver wait for it (wait_recv, or semaphore_wait on the signalled semaphore) before "
         "its kernel ends",
         what, members_[target], key_.kernel, t.state == State::finished ? "ended" : "stopped"));
+  // At its end, a participant's scratch and run_scoped memory had its last check (semaphores at
+  // zero): only its operands, which the launch returns or checks after, may still change.
+  if (t.ended && !into_operands)
+    throw Fault(fmt::format(
+        "{} toward {}, whose instance of kernel `{}` has ended: after its end a participant's outputs may still "
+        "receive copies (the kernel returns semaphores), its scratch and run_scoped memory no more. Make the receiver "
+        "wait for it (wait_recv, or semaphore_wait on the signalled semaphore) before its kernel ends",
+        what, members_[target], key_.kernel));
   op(*t.ctx);
   changed_.notify_all();
+}
+
+void LaunchGroup::end(Seat seat) {
+  std::unique_lock lock(mutex_);
+  Participant& me = at(seat);
+  if (!hold_to_the_end_ || me.state == State::finished || me.state == State::stopped) return;
+  me.ended = true;
+  changed_.notify_all();
+  const std::function<bool()> all_ended = [this] {
+    return std::all_of(participants_.begin(), participants_.end(), [](const Participant& p) {
+      return p.ended || p.state == State::finished || p.state == State::stopped || p.state == State::elsewhere;
+    });
+  };
+  wait(lock, seat, all_ended, [&] {
+    return BlockedOn{"the end of the kernel (it returns semaphores: copies toward its outputs may still come)",
+                     key_.loc, 0, 0, {}};
+  });
 }
 
 void LaunchGroup::wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
@@ -333,6 +359,10 @@ GroupMembership::~GroupMembership() {
 
 void collective_ready(CoreContext& core) {
   if (LaunchGroup* group = core.group()) group->ready(core.seat(), group->key().loc);
+}
+
+void collective_end(CoreContext& core) {
+  if (LaunchGroup* group = core.group()) group->end(core.seat());
 }
 
 void collective_finish(CoreContext& core) {

@@ -132,9 +132,24 @@ class LaunchGroup {
   Delivery deliver(Seat seat, const std::function<void(CoreContext&)>& op);
 
   // Runs `op` on the target participant (the same core of member `target`) once it is ready, under
-  // the group's lock; waits meanwhile. Throws Fault when the target already finished or the group failed.
+  // the group's lock; waits meanwhile. Throws Fault when the target already finished or the group failed,
+  // or when it waits at the end of its kernel (end()) and `into_operands` is false: `op` reaches memory
+  // of the target other than its operands.
   void with_target(Seat from, int64_t target, const std::string& what, SourceLoc loc,
-                   const std::function<void(CoreContext&)>& op);
+                   const std::function<void(CoreContext&)>& op, bool into_operands = false);
+
+  // The kernel returns semaphores (docs/design.md §4.9): a remote copy another participant started
+  // toward this one's outputs may still be in flight when this one's kernel ends, and must land in
+  // its outputs, its count in its semaphore output, before the launch returns. Every participant then
+  // waits at the end of its kernel (end()) until all have got there.
+  void hold_to_the_end() {
+    std::lock_guard lock(mutex_);
+    hold_to_the_end_ = true;
+  }
+  // The kernel's body ended on this participant and its own copies landed. When the group holds to
+  // the end, waits until every participant has ended (or finished, or stopped); copies and signals
+  // toward its operands land meanwhile, toward anything else are the sender's error.
+  void end(Seat seat);
   // Blocks (the lock held by `lock`) until `done()` is true, recording `on` for the wait-for picture.
   // Throws Fault with the deadlock report when nothing can make progress.
   void wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
@@ -159,6 +174,7 @@ class LaunchGroup {
     BlockedOn on;                               // blocked: what on; stopped: why
     const std::function<bool()>* done = nullptr;  // blocked: whether it may go on
     const std::function<BlockedOn()>* describe = nullptr;  // blocked under a schedule: `on` as of now
+    bool ended = false;  // its kernel's body ended (end()): only its operands may still be reached
   };
   Participant& at(Seat s) { return participants_[static_cast<size_t>(s.member * cores_ + s.core)]; }
   // Tells the transport when every participant here finished or stopped (the lock held).
@@ -175,6 +191,7 @@ class LaunchGroup {
   LaunchKey key_;
   int cores_;
   bool entry_barrier_;
+  bool hold_to_the_end_ = false;
   Transport& transport_;
   int64_t sequence_;
   uint64_t instant_ = next_failure_sequence();
@@ -203,6 +220,10 @@ class GroupMembership {
 // A core's memory is allocated: in a collective launch it becomes ready for other devices (and waits
 // at the implicit entry barrier when the kernel has no collective_id).
 void collective_ready(CoreContext& core);
+
+// The kernel's body ended on this core and its copies landed (LaunchGroup::end): in a group that
+// holds to the end, waits for the others. Nothing outside a group or once the core finished.
+void collective_end(CoreContext& core);
 
 // The kernel ended on this core (normally or not): other devices can no longer reach it.
 void collective_finish(CoreContext& core);

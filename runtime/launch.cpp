@@ -1,6 +1,8 @@
 #include "runtime/launch.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <fmt/ranges.h>
 
 #include <cstdio>
@@ -408,6 +410,7 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
     if (!ctx.fault && !checked) {
       try {
         ctx.dma.flush();
+        collective_end(ctx);  // the interpreter's cores got there themselves
       } catch (const Fault& f) {
         ctx.fault = RuntimeError(f.what(), ctx.point, SourceLoc{});
       }
@@ -438,7 +441,14 @@ std::shared_ptr<LaunchGroup> join_collective(const Executable& exe, DeviceContex
                                              std::optional<uint64_t> schedule_seed) {
   if (!exe.communicates || !device) return nullptr;
   random_delay();
-  return device->run->join(device->collective_launches++, exe.key, device->logical, cores, schedule_seed);
+  std::shared_ptr<LaunchGroup> group =
+      device->run->join(device->collective_launches++, exe.key, device->logical, cores, schedule_seed);
+  // A kernel that returns semaphores may leave a remote copy in flight toward another device's
+  // outputs: every participant waits at its end until the others have ended (docs/design.md §4.9).
+  if (std::any_of(exe.operands.begin(), exe.operands.end(),
+                  [](const OperandInfo& op) { return op.role == OperandRole::output && is_semaphore(op.dtype); }))
+    group->hold_to_the_end();
+  return group;
 }
 
 // The seed of the schedule a checked launch runs under, if any: the interpreter's threads take turns

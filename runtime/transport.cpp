@@ -20,6 +20,9 @@ namespace {
 
 std::atomic_ref<int64_t> counter(int64_t* sem) { return std::atomic_ref<int64_t>(*sem); }
 
+// Memory of the device's operands (negative keys, MemoryRegion in runtime/launch.h): it outlives the kernel.
+bool is_operand(RemoteAddress a) { return a.key < 0; }
+
 // Every device is a thread of this process: the sender writes the target's memory itself, under the
 // group's lock, once the target is ready (LaunchGroup::with_target).
 class ThreadsTransport final : public Transport {
@@ -30,14 +33,14 @@ class ThreadsTransport final : public Transport {
       auto* recv = reinterpret_cast<int64_t*>(local_address(t, p.recv_sem, sizeof(int64_t), "the receive semaphore"));
       copy_box(to, p.dst_strides, p.src, p.src_strides, p.shape, p.es);
       counter(recv).fetch_add(p.bytes);
-    });
+    }, is_operand(p.dst) && is_operand(p.recv_sem));
   }
 
   void signal(LaunchGroup& group, CoreContext& from, int64_t target, RemoteAddress sem, int64_t inc,
               SourceLoc loc) override {
     group.with_target(from.seat(), target, "a remote semaphore_signal", loc, [&](CoreContext& t) {
       counter(reinterpret_cast<int64_t*>(local_address(t, sem, sizeof(int64_t), "the signalled semaphore"))).fetch_add(inc);
-    });
+    }, is_operand(sem));
   }
 
   void idle(LaunchGroup&, std::unique_lock<std::mutex>& lock, std::condition_variable& changed) override {

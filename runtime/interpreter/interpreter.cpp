@@ -302,8 +302,10 @@ void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
   }
   exec_region(frame, fn_.body, std::move(params));
   // The kernel's copies land before it counts as finished: in a launch group others may wait for them.
+  // Then, if the kernel returns semaphores, it waits for the others' copies toward its outputs.
   try {
     ctx.dma.flush();
+    collective_end(ctx);
   } catch (const Fault& f) {
     throw RuntimeError(f.what(), ctx.point, SourceLoc{});
   }

@@ -309,4 +309,142 @@ TEST_SUITE("dsl") {
       CHECK(p.loc().line == local_line);
     });
   }
+
+  // Two devices of two cores each: participant me = 2 * x + c. Each signal below goes to one other
+  // participant with an amount only its sender sends, and each receiver waits for exactly the amount
+  // its sender sent: a signal reaching anyone else leaves a wait hanging (a deadlock) or a barrier
+  // non-zero at the end (an error), so the blocks holding their index prove every signal's target.
+  TEST_CASE("device_id with core_index: a signal to a core of another device") {
+    for_each_checked_backend([](const pl::CallOptions& backend) {
+      pl::CallOptions options = backend;
+      options.compiler_params.collective_id = 3;
+      auto kernel = [](pl::Ref o, pl::Ref buf) {
+        const pl::Value x = pl::axis_index("x"), c = pl::axis_index("core");
+        const pl::Value me = x * 2 + c;
+        pl::Ref barrier = pl::get_barrier_semaphore();
+        // (x, c) -> (1 - x, 1 - c): the sender of each receiver is its own target. Static and traced
+        // core indices.
+        pl::when(c == 0, [&] { pl::semaphore_signal(barrier, me + 1, pl::DeviceId({1 - x}), pl::CoreIndex(1)); });
+        pl::when(c == 1, [&] { pl::semaphore_signal(barrier, me + 1, pl::DeviceId({1 - x}), pl::CoreIndex(1 - c)); });
+        pl::semaphore_wait(barrier, (1 - x) * 2 + (1 - c) + 1);
+        // The device alone: the same core of device 1 - x (a logical id, split over the device axes).
+        pl::semaphore_signal(barrier, (me + 1) * 10, pl::DeviceId(1 - x), pl::DeviceIdType::LOGICAL);
+        pl::semaphore_wait(barrier, ((1 - x) * 2 + c + 1) * 10);
+        // The core alone: core 1 - c of this device.
+        pl::semaphore_signal(barrier, (me + 1) * 100, pl::CoreIndex(1 - c));
+        pl::semaphore_wait(barrier, (x * 2 + (1 - c) + 1) * 100);
+        // pl::device_id() is the device's, not the participant's.
+        pl::Value tag = me + (pl::device_id() - x) * 1000;
+        write_barrier_and_index(o, buf, barrier, tag);
+      };
+      auto call = pl::mpmd_map({{pl::Mesh({2}, {"x"}), pl::CoreMesh("core", 2), kernel}},
+                               pl::ShapeDtype({4 * kRows, kCols}, pl::f32), {pl::VMEM({kRows, kCols}, pl::f32)}, options);
+      check_blocks_hold_their_index(call(), 4);
+    });
+  }
+
+  TEST_CASE("device_id with core_index: a core or device outside the kernel's is an error naming it") {
+    for_each_checked_backend([](const pl::CallOptions& backend) {
+      pl::CallOptions options = backend;
+      options.compiler_params.collective_id = 3;
+      auto run = [&](auto kernel) {
+        return pl::mpmd_map({{pl::Mesh({2}, {"x"}), pl::CoreMesh("core", 2), kernel}},
+                            pl::ShapeDtype({kRows, kCols}, pl::f32), {}, options)();
+      };
+      const int line = __LINE__ + 2;
+      const UserError e = user_error([&] {
+        run([](pl::Ref) { pl::semaphore_signal(pl::get_barrier_semaphore(), 1, pl::DeviceId({0}), pl::CoreIndex(2)); });
+      });
+      CHECK(e.problem() == "pl::semaphore_signal: core_index 2 is out of range");
+      CHECK(e.given() == "a kernel on 2 cores (pl::CoreMesh(\"core\", 2))");
+      CHECK(e.fix() == "name a core in [0, 2)");
+      CHECK(e.loc().line == line);
+      // Traced, a coordinate of the kernel's mesh checked when the signal runs.
+      CHECK_THROWS_WITH_AS(run([](pl::Ref) {
+                             const pl::Value c = pl::axis_index("core");
+                             pl::semaphore_signal(pl::get_barrier_semaphore(), 1, pl::DeviceId({0}), pl::CoreIndex(c + 2));
+                           }),
+                           Contains("is outside Mesh('x': 2, 'core': 2): its coordinate on axis `core` is"), RuntimeError);
+      CHECK_THROWS_WITH_AS(run([](pl::Ref) {
+                             pl::semaphore_signal(pl::get_barrier_semaphore(), 1, pl::DeviceId({2}), pl::CoreIndex(0));
+                           }),
+                           Contains("device (2, 0) is outside Mesh('x': 2, 'core': 2): its coordinate on axis `x` is 2, "
+                                    "valid ones are [0, 2)"),
+                           RuntimeError);
+      CHECK_THROWS_WITH_AS(run([](pl::Ref) {
+                             pl::semaphore_signal(pl::get_barrier_semaphore(), 1, pl::DeviceId({{"core", 1}}),
+                                                  pl::CoreIndex(0));
+                           }),
+                           Contains("axis `core` is named twice in the device id"), UserError);
+      // On the cores of one device, a device id beside the core means nothing.
+      const UserError one = user_error([&] {
+        pl::mpmd_map({{pl::CoreMesh("core", 2),
+                       [](pl::Ref) {
+                         pl::semaphore_signal(pl::get_barrier_semaphore(), 1, pl::DeviceId({0}), pl::CoreIndex(1));
+                       }}},
+                     pl::ShapeDtype({kRows, kCols}, pl::f32), {}, options)();
+      });
+      CHECK(one.problem() ==
+            "pl::semaphore_signal: a signal naming a device and a core needs a kernel on the cores of several devices");
+      CHECK_THROWS_WITH_AS(pl::MeshKernel(pl::Mesh({2}, {"core"}), pl::CoreMesh("core", 2), [](pl::Ref) {}),
+                           Contains("the cores' axis `core` is also an axis of the device mesh"), UserError);
+    });
+  }
+
+  TEST_CASE("device_id with core_index: a wait nothing signals is reported naming the device and the core") {
+    for_each_checked_backend([](const pl::CallOptions& backend) {
+      pl::CallOptions options = backend;
+      options.compiler_params.collective_id = 3;
+      options.name = "cores";
+      // Everyone signals core 0 of device 0 once; device 1's core 1 also waits, for a signal never sent.
+      auto kernel = [](pl::Ref) {
+        const pl::Value x = pl::axis_index("x"), c = pl::axis_index("core");
+        pl::Ref barrier = pl::get_barrier_semaphore();
+        pl::semaphore_signal(barrier, 1, pl::DeviceId({0}), pl::CoreIndex(0));
+        pl::when((x == 0) & (c == 0), [&] { pl::semaphore_wait(barrier, 4); });
+        pl::when((x == 1) & (c == 1), [&] { pl::semaphore_wait(barrier, 1); });
+      };
+      auto call = pl::mpmd_map({{pl::Mesh({2}, {"x"}), pl::CoreMesh("core", 2), kernel}},
+                               pl::ShapeDtype({kRows, kCols}, pl::f32), {}, options);
+      CHECK_THROWS_WITH_AS(call(),
+                           Contains("function 0 (Mesh('x': 2) with CoreMesh(\"core\", 2)) at x=1, core=1: semaphore_wait"),
+                           RuntimeError);
+    });
+  }
+
+  TEST_CASE("device_id with core_index: the signal orders the sender's writes before the receiver's wait") {
+    // Core 1 of device 0 writes shared memory and signals core 0 of device 1, which reads it after
+    // its wait: no race. Read before the wait, the same bytes are a race.
+    for (const bool waits_first : {true, false}) {
+      INFO("reader waits first: " << waits_first);
+      pl::CallOptions options = testing::interpret();
+      options.interpret->detect_races = true;
+      options.compiler_params.collective_id = 3;
+      auto kernel = [waits_first](pl::Ref o, pl::Ref shared, pl::Ref buf) {
+        const pl::Value x = pl::axis_index("x"), c = pl::axis_index("core");
+        pl::Ref barrier = pl::get_barrier_semaphore();
+        pl::when((x == 0) & (c == 1), [&] {
+          buf() = pl::full({kRows, kCols}, 7.0f, pl::f32);
+          pl::sync_copy(buf, shared);
+          pl::semaphore_signal(barrier, 1, pl::DeviceId({1}), pl::CoreIndex(0));
+        });
+        pl::when((x == 1) & (c == 0), [&] {
+          if (waits_first) pl::semaphore_wait(barrier, 1);
+          pl::sync_copy(shared, o);
+          if (!waits_first) pl::semaphore_wait(barrier, 1);
+        });
+      };
+      auto call = pl::mpmd_map({{pl::Mesh({2}, {"x"}), pl::CoreMesh("core", 2), kernel}},
+                               pl::ShapeDtype({kRows, kCols}, pl::f32),
+                               {pl::HBM({kRows, kCols}, pl::f32), pl::VMEM({kRows, kCols}, pl::f32)}, options);
+      const pl::Array out = call();
+      if (waits_first) {
+        CHECK(out.at<float>({kRows - 1, kCols - 1}) == 7.0f);
+        CHECK(pl::race_reports().empty());
+      } else {
+        CHECK_FALSE(pl::race_reports().empty());
+      }
+    }
+  }
 }
+

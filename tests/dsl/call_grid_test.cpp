@@ -325,4 +325,65 @@ TEST_SUITE("call grid") {
       CHECK_MESSAGE(what.find("negative") != std::string::npos, what);
     });
   }
+
+  TEST_CASE("call grid: a named dim sized at call time is read by name, its size the call's") {
+    // o[r, c] = 1000 * num_programs("rows") + 100 * axis_index("rows") + 10 * axis_index("cols") +
+    // axis_index({"cols", "rows"}) (which multiplies by the call's row count) for the first `rows` row
+    // blocks, 0 elsewhere (aliased from init).
+    auto kernel = [](pl::Ref, pl::Ref, pl::Ref o) {
+      const pl::Value tag = pl::num_programs("rows") * 1000 + pl::axis_index("rows") * 100 +
+                            pl::axis_index("cols") * 10 + pl::axis_index({"cols", "rows"});
+      o() = pl::broadcast_to(tag.astype(pl::f32), {kBm, kBn});
+    };
+    auto spec = [](pl::Value i, pl::Value j, pl::Ref) { return pl::idx(i, j); };
+    const pl::Array init = pl::Array::zeros({kRows, kCols}, pl::f32);
+    for_each_checked_backend([&](const pl::CallOptions& options) {
+      pl::CallOptions o = options;
+      o.input_output_aliases = {{1, 0}};
+      auto call = pl::pallas_call(kernel,
+                                  pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1,
+                                                             .grid = {pl::GridDim("rows", pl::from_prefetch(0)),
+                                                                      pl::axis("cols", kCols / kBn)},
+                                                             .in_specs = {pl::BlockSpec(pl::ANY)},
+                                                             .out_specs = {pl::BlockSpec({kBm, kBn}, spec)}},
+                                  pl::ShapeDtype({kRows, kCols}, pl::f32), o);
+      for (int64_t rows : {2, 3, 1}) {
+        INFO("rows: " << rows);
+        const pl::Array out = call(size_arg(rows), init);
+        for (int64_t r = 0; r < kRows; ++r)
+          for (int64_t c = 0; c < kCols; c += kBn - 1) {
+            const int64_t i = r / kBm, j = c / kBn;
+            const float want = i < rows ? static_cast<float>(rows * 1000 + i * 100 + j * 10 + j * rows + i) : 0.0f;
+            CHECK(out.at<float>({r, c}) == want);
+          }
+      }
+    });
+  }
+
+  TEST_CASE("call grid: a named dim sized at call time: its size is no number, and names are all or none") {
+    auto kernel = [](pl::Ref, pl::Ref o) {
+      o() = pl::full({kBm, kBn}, static_cast<float>(pl::axis_size("rows")), pl::f32);
+    };
+    auto call = pl::pallas_call(kernel,
+                                pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1,
+                                                           .grid = {pl::GridDim("rows", pl::from_prefetch(0))},
+                                                           .out_specs = {pl::BlockSpec({kBm, kBn}, [](pl::Value i, pl::Ref) {
+                                                             return pl::idx(i, 0);
+                                                           })}},
+                                pl::ShapeDtype({kRows, kBn}, pl::f32));
+    testing::check_user_error([&] { call(size_arg(2)); },
+                              "pl::axis_size: grid axis `rows` is sized when the call runs, so its size is no number",
+                              "`rows` sized by pl::from_prefetch in the pallas_call's grid",
+                              "read the call's size as a traced value with pl::num_programs(\"rows\")", "call_grid_test.cpp");
+    testing::check_user_error([] { pl::Grid grid{pl::GridDim("rows", pl::from_prefetch(0)), 4}; },
+                              "a grid names some of its dims and not others", "grid dim 1 without a name",
+                              "name every dim (pl::GridDim(\"i\", size), pl::axis(\"i\", 4)) or none", "call_grid_test.cpp");
+    testing::check_user_error([] { pl::Grid grid{pl::GridDim("rows", pl::from_prefetch(0)), pl::GridDim("rows", 2)}; },
+                              "grid axis `rows` is named twice", "a grid with dims rows and another `rows`",
+                              "give every grid dim its own name", "call_grid_test.cpp");
+    testing::check_user_error([] { pl::Grid grid{pl::GridDim("", pl::from_prefetch(1))}; },
+                              "a named grid dim needs a non-empty name", "pl::GridDim(\"\", pl::from_prefetch(1))",
+                              "name every dim, e.g. pl::axis(\"i\", 4), or give the grid plain sizes", "call_grid_test.cpp");
+  }
 }
+

@@ -428,4 +428,75 @@ TEST_SUITE("dsl") {
       CHECK(pl::allclose(out, x + pl::Array::full({8, 8}, 1.0, pl::f32), 0, 0));
     });
   }
+
+  TEST_CASE("semaphore outputs: a remote copy in flight when its kernel ends lands in the receiver's output") {
+    // Pallas's remote copy across calls: each of 4 devices starts a copy of its block into its right
+    // neighbour's output and returns without waiting, the copy's send and receive semaphores among its
+    // outputs; the next call takes them and waits (which consumes exactly the copy's bytes on both, or
+    // fails: a wait for more hangs, bytes left over are a non-zero semaphore) and then reads the
+    // output it took, aliased, which must hold the left neighbour's block.
+    for_each_semaphore_backend([&](const pl::CallOptions& backend) {
+      auto right = [] { return pl::DeviceId({(pl::axis_index("x") + 1) % 4}); };
+      auto start_kernel = [&](pl::Ref x, pl::Ref o, pl::Ref send, pl::Ref recv) {
+        pl::make_async_remote_copy(x, o, send, recv, right()).start();
+      };
+      auto start = pl::pallas_call(
+          start_kernel,
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                       .out_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::SEMAPHORE), pl::BlockSpec(pl::SEMAPHORE)}},
+          {pl::ShapeDtype({2, 8}, pl::f32), pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}, backend);
+      pl::CallOptions done_options = backend;
+      done_options.input_output_aliases = {{0, 0}};
+      auto done_kernel = [&](pl::Ref, pl::Ref send, pl::Ref recv, pl::Ref o, pl::Ref y) {
+        auto copy = pl::make_async_remote_copy(o, o, send, recv, right());
+        copy.wait_send();
+        copy.wait_recv();
+        pl::sync_copy(o, y);
+      };
+      auto done = pl::pallas_call(
+          done_kernel,
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::SEMAPHORE), pl::BlockSpec(pl::SEMAPHORE)},
+                       .out_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec()}},
+          {pl::ShapeDtype({2, 8}, pl::f32), pl::ShapeDtype({2, 8}, pl::f32)}, done_options);
+      const pl::Array x = ramp({8, 8});
+      for (int round = 0; round < 3; ++round) {
+        const pl::Array out = pl::shard_map(
+            [&](const pl::Array& block) {
+              const std::vector<pl::Array> started = start(block);
+              return done(started[0], started[1], started[2])[1];
+            },
+            pl::Mesh({4}, {"x"}), {pl::P("x")}, {pl::P("x")})(x);
+        for (int64_t d = 0; d < 4; ++d)
+          for (int64_t r = 0; r < 2; ++r)
+            for (int64_t j = 0; j < 8; j += 7)
+              CHECK(out.at<float>({d * 2 + r, j}) == x.at<float>({((d + 3) % 4) * 2 + r, j}));
+      }
+    });
+  }
+
+  TEST_CASE("semaphore outputs: after its kernel ends, a device's scratch is no longer reachable") {
+    // Device 0 signals device 1's scratch semaphore, which device 1 never waits for; the kernel
+    // returns a semaphore, so device 1 waits at its end for copies toward its outputs, not toward its
+    // scratch: the signal is an error, before device 1's end (a non-zero semaphore) or after it.
+    for_each_semaphore_backend([&](const pl::CallOptions& backend) {
+      auto kernel = [](pl::Ref, pl::Ref, pl::Ref sem) {
+        pl::when(pl::axis_index("x") == 0, [&] { pl::semaphore_signal(sem, 1, pl::DeviceId({1})); });
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                               .out_specs = {pl::BlockSpec(pl::SEMAPHORE)},
+                                               .scratch_shapes = {pl::SemaphoreType::REGULAR}},
+                                  pl::SemaphoreType::REGULAR, backend);
+      auto run = [&] {
+        pl::shard_map(
+            [&](const pl::Array& block) {
+              call(block);
+              return block;
+            },
+            pl::Mesh({2}, {"x"}), {pl::P("x")}, {pl::P("x")})(ramp({2}));
+      };
+      CHECK_THROWS_AS(run(), RuntimeError);
+    });
+  }
 }
+
