@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "jit/ir/diagnostics.h"
+#include "runtime/memory.h"
 
 namespace tessera::numerics {
 
@@ -15,15 +16,6 @@ namespace {
 
 std::string tuple_text(const std::vector<int64_t>& v) {
   return v.size() == 1 ? fmt::format("({},)", v[0]) : fmt::format("({})", fmt::join(v, ", "));
-}
-
-std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
 }
 
 }  // namespace
@@ -83,7 +75,7 @@ NumericsResult compare(const Array& ref, const Array& test, CompareOptions optio
     std::nth_element(sorted.begin(), mid, sorted.end());
     r.median_diff = *mid;
     if (sorted.size() % 2 == 0) r.median_diff = 0.5 * (r.median_diff + *std::max_element(sorted.begin(), mid));
-    r.worst_index = unravel(worst, r.shape);
+    r.worst_index = rt::row_major_index(r.shape, worst);
     r.worst_ref = a[static_cast<size_t>(worst)];
     r.worst_test = b[static_cast<size_t>(worst)];
   }

@@ -17,6 +17,15 @@ std::vector<int64_t> row_major_strides(const Shape& s) {
   return st;
 }
 
+std::vector<int64_t> row_major_index(const Shape& shape, int64_t offset) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = shape[d] == 0 ? 0 : offset % shape[d];
+    offset = shape[d] == 0 ? 0 : offset / shape[d];
+  }
+  return index;
+}
+
 namespace {
 
 

@@ -79,6 +79,8 @@ Shape tpu_padded_shape(const Shape& shape, DType dtype, MemorySpace space);
 
 // The strides (in elements) of a row-major array of `shape`.
 std::vector<int64_t> row_major_strides(const Shape& shape);
+// The index in a row-major array of `shape` of the element at `offset` (zeros along an empty dim).
+std::vector<int64_t> row_major_index(const Shape& shape, int64_t offset);
 
 // Copies a box of `shape` elements of `es` bytes between two strided layouts (strides in elements).
 void copy_box(std::byte* dst, std::span<const int64_t> dst_strides, const std::byte* src,

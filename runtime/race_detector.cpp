@@ -149,17 +149,9 @@ std::vector<std::pair<int64_t, int64_t>> byte_runs(const Shape& shape, std::span
 std::string region_of(const RefView& ref) {
   const Shape& shape = ref.buffer->shape;
   if (shape.empty()) return "";
-  auto unravel = [&](int64_t offset) {
-    std::vector<int64_t> index(shape.size());
-    for (size_t d = shape.size(); d-- > 0;) {
-      index[d] = shape[d] == 0 ? 0 : offset % shape[d];
-      offset = shape[d] == 0 ? 0 : offset / shape[d];
-    }
-    return index;
-  };
   int64_t last = ref.offset;
   for (size_t d = 0; d < ref.shape.size(); ++d) last += (ref.shape[d] - 1) * ref.strides[d];
-  const std::vector<int64_t> lo = unravel(ref.offset), hi = unravel(last);
+  const std::vector<int64_t> lo = row_major_index(shape, ref.offset), hi = row_major_index(shape, last);
   std::vector<std::string> ranges;
   for (size_t d = 0; d < shape.size(); ++d) ranges.push_back(fmt::format("{}:{}", lo[d], hi[d] + 1));
   return fmt::format("[{}]", fmt::join(ranges, ", "));

@@ -53,16 +53,6 @@ void for_each_element(const RefView& r, F f) {
   }
 }
 
-// The row-major index in `shape` of the element at `offset`.
-std::vector<int64_t> unravel(const Shape& shape, int64_t offset) {
-  std::vector<int64_t> index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = offset % shape[d];
-    offset /= shape[d];
-  }
-  return index;
-}
-
 }  // namespace
 
 std::vector<bool> ScratchWrites::tracked_allocs(const ir::Function& fn) {
@@ -141,7 +131,7 @@ void ScratchWrites::check_read(const RefView& r, const Array* mask) const {
       "allocation began (each core's scratch starts uninitialised when the kernel, or its pl::run_scoped region, "
       "starts). Write it before reading it, e.g. initialise it under pl::when(pl::program_id(k) == 0)",
       b.name, shape_tuple_str(b.shape), dtype_name(b.dtype), memory_space_name(b.space),
-      fmt::join(unravel(b.shape, *never), ", ")));
+      fmt::join(row_major_index(b.shape, *never), ", ")));
 }
 
 }  // namespace tessera::rt

@@ -32,13 +32,28 @@ uint64_t failing_seed(const std::string& message) {
   return std::stoull(m[1].str());
 }
 
+// `kernel` on a mesh of two devices, each with its half of `x`'s rows in HBM, its output a block of
+// the same shape, and `scratch`; the devices' outputs gathered.
+template <class Kernel>
+pl::Array on_two_devices(Kernel kernel, std::vector<pl::ScratchShape> scratch, const pl::Array& x, const pl::CallOptions& options) {
+  auto f = pl::shard_map(
+      [&](const pl::Array& block) {
+        return pl::pallas_call(kernel,
+                               pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                                            .out_specs = {pl::BlockSpec(pl::ANY)},
+                                            .scratch_shapes = scratch},
+                               pl::ShapeDtype(block.shape(), block.dtype()), options)(block);
+      },
+      pl::Mesh({2}, {"x"}), {pl::P("x")}, {pl::P("x")});
+  return f(x).gather();
+}
+
 // Two devices put different rows into device 0's output without ordering them: device 0 copies its
 // own block there (a local copy), device 1 a remote copy of its block. Which one lands last depends
 // on how the devices interleave. Both wait for what they started, so no schedule fails; only the
 // result of device 0 depends on the schedule. With `ordered`, device 1 sends only after device 0
 // signalled that its own copy is done, so device 1's rows always win.
 pl::Array unordered_puts(const pl::Array& x, const pl::CallOptions& options, bool ordered = false) {
-  const pl::Mesh mesh({2}, {"x"});
   auto kernel = [ordered](pl::Ref in, pl::Ref out, pl::Ref local, pl::Ref send, pl::Ref recv, pl::Ref done) {
     const pl::Value me = pl::axis_index("x");
     auto own = pl::make_async_copy(in, out, local);
@@ -57,23 +72,13 @@ pl::Array unordered_puts(const pl::Array& x, const pl::CallOptions& options, boo
       put.wait_send();
     });
   };
-  auto f = pl::shard_map(
-      [&](const pl::Array& block) {
-        return pl::pallas_call(kernel,
-                               pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
-                                            .out_specs = {pl::BlockSpec(pl::ANY)},
-                                            .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA,
-                                                               pl::SemaphoreType::DMA, pl::SemaphoreType::REGULAR}},
-                               pl::ShapeDtype(block.shape(), block.dtype()), options)(block);
-      },
-      mesh, {pl::P("x")}, {pl::P("x")});
-  return f(x).gather();
+  return on_two_devices(kernel, {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA, pl::SemaphoreType::DMA, pl::SemaphoreType::REGULAR},
+                        x, options);
 }
 
 // Both devices copy their own rows into their output and send them into the other's, unordered:
 // under some schedules each device's output ends with the other's rows, under others with its own.
 pl::Array crossed_puts(const pl::Array& x, const pl::CallOptions& options) {
-  const pl::Mesh mesh({2}, {"x"});
   auto kernel = [](pl::Ref in, pl::Ref out, pl::Ref local, pl::Ref send, pl::Ref recv) {
     const pl::Value other = 1 - pl::axis_index("x");
     auto own = pl::make_async_copy(in, out, local);
@@ -84,17 +89,7 @@ pl::Array crossed_puts(const pl::Array& x, const pl::CallOptions& options) {
     put.wait_send();
     put.wait_recv();
   };
-  auto f = pl::shard_map(
-      [&](const pl::Array& block) {
-        return pl::pallas_call(kernel,
-                               pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
-                                            .out_specs = {pl::BlockSpec(pl::ANY)},
-                                            .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA,
-                                                               pl::SemaphoreType::DMA}},
-                               pl::ShapeDtype(block.shape(), block.dtype()), options)(block);
-      },
-      mesh, {pl::P("x")}, {pl::P("x")});
-  return f(x).gather();
+  return on_two_devices(kernel, {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}, x, options);
 }
 
 // Device 1 signals device 0, which takes the signal only if it has already arrived when it looks
