@@ -1,10 +1,9 @@
 #include "runtime/launch.h"
 
 #include <fmt/format.h>
-
-#include <algorithm>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
