@@ -263,26 +263,6 @@ void store(const RefView& ref, const Array& value) {
            dtype_size(ref.buffer->dtype));
 }
 
-namespace {
-// f(linear, offset) for every element of a strided window: its row-major number and its element
-// offset from the window's first element.
-template <class F>
-void for_each_element(const Shape& shape, std::span<const int64_t> strides, F f) {
-  const int64_t count = num_elements(shape);
-  std::vector<int64_t> index(shape.size(), 0);
-  int64_t offset = 0;
-  for (int64_t linear = 0; linear < count; ++linear) {
-    f(linear, offset);
-    for (size_t d = shape.size(); d-- > 0;) {
-      offset += strides[d];
-      if (++index[d] < shape[d]) break;
-      offset -= index[d] * strides[d];
-      index[d] = 0;
-    }
-  }
-}
-}  // namespace
-
 Array load_masked(const RefView& ref, const Array& mask, const Array* other, bool zero_poison) {
   Array out(ref.buffer->dtype, ref.shape);
   const bool* m = mask.data_as<bool>();

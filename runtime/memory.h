@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "jit/ir/ir.h"
@@ -79,6 +80,29 @@ Shape tpu_padded_shape(const Shape& shape, DType dtype, MemorySpace space);
 
 // The strides (in elements) of a row-major array of `shape`.
 std::vector<int64_t> row_major_strides(const Shape& shape);
+
+// f(linear, offset) for every element of a strided window of `shape`, in row-major order: its number
+// in the window and its element offset from the window's first element. An f that returns bool
+// stops the walk by returning true.
+template <class F>
+void for_each_element(const Shape& shape, std::span<const int64_t> strides, F f) {
+  const int64_t count = num_elements(shape);
+  std::vector<int64_t> index(shape.size(), 0);
+  int64_t offset = 0;
+  for (int64_t linear = 0; linear < count; ++linear) {
+    if constexpr (std::is_same_v<std::invoke_result_t<F&, int64_t, int64_t>, bool>) {
+      if (f(linear, offset)) return;
+    } else {
+      f(linear, offset);
+    }
+    for (size_t d = shape.size(); d-- > 0;) {
+      offset += strides[d];
+      if (++index[d] < shape[d]) break;
+      offset -= index[d] * strides[d];
+      index[d] = 0;
+    }
+  }
+}
 // The index in a row-major array of `shape` of the element at `offset` (zeros along an empty dim).
 std::vector<int64_t> row_major_index(const Shape& shape, int64_t offset);
 

@@ -24,35 +24,6 @@ std::optional<ir::OpId> root_alloc(const ir::Function& fn, ir::ValueId ref) {
   }
 }
 
-// f(linear, offset) for every element of `r`, in row-major order: its number in the window and its
-// element offset in the buffer. Stops early when f returns true.
-template <class F>
-void for_each_element(const RefView& r, F f) {
-  const size_t rank = r.shape.size();
-  if (num_elements(r.shape) == 0) return;
-  if (rank == 0) {
-    f(int64_t{0}, r.offset);
-    return;
-  }
-  const int64_t inner = r.shape.back(), inner_stride = r.strides.back();
-  std::vector<int64_t> index(rank, 0);
-  int64_t linear = 0, base = r.offset;
-  for (;;) {
-    for (int64_t k = 0; k < inner; ++k)
-      if (f(linear + k, base + k * inner_stride)) return;
-    linear += inner;
-    size_t d = rank - 1;  // the next row: carry through the outer dims
-    for (;;) {
-      if (d == 0) return;
-      --d;
-      base += r.strides[d];
-      if (++index[d] < r.shape[d]) break;
-      base -= index[d] * r.strides[d];
-      index[d] = 0;
-    }
-  }
-}
-
 }  // namespace
 
 std::vector<bool> ScratchWrites::tracked_allocs(const ir::Function& fn) {
@@ -104,7 +75,8 @@ void ScratchWrites::write(const RefView& r, const Array* mask) {
   if (!t || t->unwritten == 0) return;
   const bool* m = mask ? mask->data_as<bool>() : nullptr;
   const int64_t n = static_cast<int64_t>(t->written.size());
-  for_each_element(r, [&](int64_t i, int64_t offset) {
+  for_each_element(r.shape, r.strides, [&](int64_t i, int64_t at) {
+    const int64_t offset = r.offset + at;
     if ((!m || m[i]) && offset >= 0 && offset < n && !t->written[static_cast<size_t>(offset)]) {
       t->written[static_cast<size_t>(offset)] = 1;
       --t->unwritten;
@@ -119,7 +91,8 @@ void ScratchWrites::check_read(const RefView& r, const Array* mask) const {
   const bool* m = mask ? mask->data_as<bool>() : nullptr;
   const int64_t n = static_cast<int64_t>(t->written.size());
   std::optional<int64_t> never;
-  for_each_element(r, [&](int64_t i, int64_t offset) {
+  for_each_element(r.shape, r.strides, [&](int64_t i, int64_t at) {
+    const int64_t offset = r.offset + at;
     if ((m && !m[i]) || offset < 0 || offset >= n || t->written[static_cast<size_t>(offset)]) return false;
     never = offset;
     return true;
