@@ -115,6 +115,7 @@ std::vector<int64_t> int_list(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::use_openblas_best_core(argv);
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "3").c_str());
   const std::vector<int64_t> seqs = int_list(bench::arg(argc, argv, "--seqs", "2048,4096,8192"));
   const std::vector<int64_t> dims = int_list(bench::arg(argc, argv, "--dims", "64,128"));

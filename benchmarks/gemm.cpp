@@ -6,10 +6,8 @@
 // measured by a register-only FMA loop (f32) and VDPBF16PS loop (bf16) compiled for those
 // instructions and run only where the CPU has them.
 //
-// OpenBLAS picks its kernels from OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE when it loads; some
-// environments set them to a slower core than this CPU's. When either is set the benchmark runs
-// itself again without them (nothing else in the process reads them) and prints the core OpenBLAS
-// chose.
+// OpenBLAS runs its best kernel for this CPU (bench::use_openblas_best_core) and the benchmark prints
+// the core it used.
 //
 //   gemm [--json FILE] [--runs N] [--large] [--no-int8] [--shape TEXT] [--dtype f32|bf16|int8]
 //
@@ -138,17 +136,7 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // OpenBLAS reads these when it loads: run again without them (see the top of the file).
-  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
-    for (const char* v : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
-      if (const char* value = std::getenv(v)) std::printf("%s=%s was set: running again without it\n", v, value);
-    std::fflush(stdout);
-    unsetenv("OPENBLAS_CORETYPE");
-    unsetenv("OPENBLAS_L2_SIZE");
-    execv("/proc/self/exe", argv);
-    std::perror("execv /proc/self/exe");
-    return 1;
-  }
+  bench::use_openblas_best_core(argv);
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "5").c_str());
   const bool large = bench::has_flag(argc, argv, "--large");
   const std::string only_dtype = bench::arg(argc, argv, "--dtype", "");

@@ -163,6 +163,8 @@ int profile(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::use_openblas_best_core(argv);
+  std::printf("OpenBLAS core: %s\n", openblas_get_corename());
   if (!bench::arg(argc, argv, "--profile", "").empty()) return profile(argc, argv);
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
   const Problem p;

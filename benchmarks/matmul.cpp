@@ -16,6 +16,8 @@
 namespace pl = tessera;
 
 int main(int argc, char** argv) {
+  bench::use_openblas_best_core(argv);
+  std::printf("OpenBLAS core: %s\n", openblas_get_corename());
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
   bench::SeedGemm g;
   const int64_t m = g.m, k = g.k, n = g.n;

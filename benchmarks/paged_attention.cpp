@@ -84,6 +84,7 @@ class PlainPaged {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::use_openblas_best_core(argv);
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
   const int64_t batch = std::stoll(bench::arg(argc, argv, "--batch", "8"));
   const int64_t page_size = std::stoll(bench::arg(argc, argv, "--page-size", "16"));

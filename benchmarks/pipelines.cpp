@@ -30,6 +30,8 @@ void chunked_sum_kernel(pl::Ref x_hbm, pl::Ref o, pl::Ref slots, pl::Ref sems) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::use_openblas_best_core(argv);
+  std::printf("OpenBLAS core: %s\n", openblas_get_corename());
   const int runs = std::atoi(bench::arg(argc, argv, "--runs", "7").c_str());
   openblas_set_num_threads(1);
   pl::set_num_threads(1);
