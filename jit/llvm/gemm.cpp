@@ -249,13 +249,13 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
 // each column were packed side by side, so one `bvec` load (4 bytes a column) per vector holds a
 // group of k for `width` columns; A's group of row r is one 32-bit word broadcast by `a_vector`
 // (`present` < group only for the last, partial group of k); `dot(acc, a, b)` folds a group into
-// each accumulator. A's rows must be contiguous (rows_contiguous_a). Returns the accumulators after
-// all of k.
+// each accumulator (`dot(acc, b, a)` with `b_first`). A's rows must be contiguous
+// (rows_contiguous_a). Returns the accumulators after all of k.
 template <class AVector>
 std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a,
                                        llvm::Value* panel_ptr, llvm::Value* i, int64_t rows, int64_t vectors, int64_t k,
                                        int64_t group, llvm::Type* bvec, llvm::Function* dot, const AVector& a_vector,
-                                       std::vector<llvm::Value*> init) {
+                                       std::vector<llvm::Value*> init, bool b_first = false) {
   const int64_t width = tile.width;
   auto step = [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur, int64_t present) {
     llvm::Value* row_base = b.CreateMul(kg, i64(b, tile.panel() * 4));  // bytes
@@ -269,7 +269,9 @@ std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& t
       llvm::Value* index =
           b.CreateAdd(b.CreateMul(b.CreateAdd(i, i64(b, r)), i64(b, a.ld)), b.CreateMul(kg, i64(b, group)));
       llvm::Value* av = a_vector(element_address(b, a.dtype, a.ptr, index), present);
-      for (int64_t v = 0; v < vectors; ++v) next[r * vectors + v] = b.CreateCall(dot, {cur[r * vectors + v], av, bv[v]});
+      for (int64_t v = 0; v < vectors; ++v)
+        next[r * vectors + v] =
+            b.CreateCall(dot, {cur[r * vectors + v], b_first ? bv[v] : av, b_first ? av : bv[v]});
     }
     return next;
   };
@@ -311,20 +313,26 @@ void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
 // 4 kq + e >= k or the column is past n; one 64-byte load holds 16 columns' quads, the layout
 // vpdpbusd multiplies against an A quad broadcast to every lane, and 16 quads of 16 columns are an
 // AMX B tile.
-// vpdpbusd reads its A bytes as unsigned, so A is biased by 128 (its sign bit flipped) and each
-// column's sum of B over k, written after the panels as i32 (`colsum`, zero past n), takes 128 *
-// that sum back off: (a + 128) b summed minus 128 sum(b) is sum(a b), exact modulo 2^32 since
-// vpdpbusd and the i32 adds wrap as the interpreter's i32 arithmetic does.
-// `sums_on_vnni`: the column sums of whole quads run on vpdpbusd (the micro-kernels' own
-// instruction); without it (AMX targets) on widening adds.
+// vpdpbusd multiplies unsigned bytes (its first source) by signed ones (its second, the one it can
+// broadcast from memory), so one operand of the s8 x s8 dot is biased by 128 (its sign bit flipped)
+// and 128 times the other one's sums over k taken back off: (x + 128) y summed minus 128 sum(y) is
+// sum(x y), exact modulo 2^32 since vpdpbusd and the i32 adds wrap as the interpreter's i32
+// arithmetic does. Which operand carries the bias (int8_b_biased):
+// - B (`biased`): its bytes are stored with the sign bit flipped, and the micro-tile subtracts 128
+//   times the row sums of A (emit_a_row_sums). The tile's A quad is then the instruction's memory
+//   broadcast operand as it is in memory: no instruction per row and k quad besides the vpdpbusd.
+// - A (AMX targets, whose tdpbssd tiles read the same packed B signed): each column's sum of B over
+//   k is written after the panels as i32 (`colsum`, zero past n), and the micro-tile flips the sign
+//   bits of each A quad before broadcasting it.
 void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, llvm::Value* colsum, int64_t n,
-                  int64_t k, int64_t panel, bool sums_on_vnni) {
+                  int64_t k, int64_t panel, bool biased) {
   const int64_t full = n / panel, rest = n % panel, k4 = packed_b_groups(k, 4), panels = full + (rest > 0);
   llvm::Type* i8 = b.getInt8Ty();
   llvm::Type* i32 = b.getInt32Ty();
-  emit_loop(b, panels * panel, [&](llvm::Value* j) {
-    b.CreateStore(b.getInt32(0), b.CreateInBoundsGEP(i32, colsum, j));
-  });
+  if (!biased)
+    emit_loop(b, panels * panel, [&](llvm::Value* j) {
+      b.CreateStore(b.getInt32(0), b.CreateInBoundsGEP(i32, colsum, j));
+    });
   auto quad = [&](llvm::Value* kq, int64_t present) {  // present: the quad's rows inside k (1..4)
     llvm::Value* k0 = b.CreateMul(kq, i64(b, 4));
     for (int64_t e = 0; e < 4; ++e) prefetch_row(b, bm, b.CreateAdd(k0, i64(b, kPrefetchRows + e)), n);
@@ -344,34 +352,20 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
           for (int64_t e = 0; e < 4; ++e) interleave[4 * j + e] = static_cast<int>(e * panel + j);
         llvm::Value* all = b.CreateShuffleVector(b.CreateShuffleVector(rows[0], rows[1], lo_hi),
                                                  b.CreateShuffleVector(rows[2], rows[3], lo_hi), interleave);
-        b.CreateAlignedStore(all, b.CreateInBoundsGEP(i8, packed, dst_row), llvm::Align(1));
-        if (!sums_on_vnni) {
-          // Where the sums serve only the AMX plan's fallback tiles, as widening adds: the AMX
-          // kernel stays free of vpdpbusd.
-          auto* wide = llvm::FixedVectorType::get(i32, panel);
-          llvm::Value* sum = llvm::Constant::getNullValue(wide);
-          for (llvm::Value* row : rows) sum = b.CreateAdd(sum, b.CreateSExt(row, wide));
-          llvm::Value* address = b.CreateInBoundsGEP(i32, colsum, col0);
-          b.CreateAlignedStore(b.CreateAdd(b.CreateAlignedLoad(wide, address, llvm::Align(4)), sum), address,
-                               llvm::Align(4));
+        if (biased) {
+          all = b.CreateXor(all, b.CreateVectorSplat(4 * panel, b.getInt8(0x80)));
+          b.CreateAlignedStore(all, b.CreateInBoundsGEP(i8, packed, dst_row), llvm::Align(1));
           return;
         }
-        // One vpdpbusd per 16 columns: the packed quads (signed) against bytes of one (unsigned) add
-        // each column's 4 bytes into its i32 lane. Widening the rows and adding them cost about a
-        // sixth of an m = 16 decode matmul, whose B blocks are each packed for one use.
-        constexpr int64_t lanes = 16;  // i32 lanes of a zmm: the columns one vpdpbusd sums
-        auto* sum_vec = llvm::FixedVectorType::get(i32, lanes);
-        llvm::Function* dot = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(),
-                                                              llvm::Intrinsic::x86_avx512_vpdpbusd_512);
-        llvm::Value* ones = b.CreateVectorSplat(lanes, b.getInt32(0x01010101));
-        llvm::Value* quads = b.CreateBitCast(all, llvm::FixedVectorType::get(i32, panel));
-        for (int64_t h = 0; h < panel / lanes; ++h) {
-          std::vector<int> part(lanes);
-          for (int64_t l = 0; l < lanes; ++l) part[l] = static_cast<int>(h * lanes + l);
-          llvm::Value* address = b.CreateInBoundsGEP(i32, colsum, b.CreateAdd(col0, i64(b, h * lanes)));
-          llvm::Value* sums = b.CreateAlignedLoad(sum_vec, address, llvm::Align(4));
-          b.CreateAlignedStore(b.CreateCall(dot, {sums, ones, b.CreateShuffleVector(quads, part)}), address, llvm::Align(4));
-        }
+        b.CreateAlignedStore(all, b.CreateInBoundsGEP(i8, packed, dst_row), llvm::Align(1));
+        // The column sums serve only the AMX plan's fallback tiles: widening adds keep the AMX
+        // kernel free of vpdpbusd.
+        auto* wide = llvm::FixedVectorType::get(i32, panel);
+        llvm::Value* sum = llvm::Constant::getNullValue(wide);
+        for (llvm::Value* row : rows) sum = b.CreateAdd(sum, b.CreateSExt(row, wide));
+        llvm::Value* address = b.CreateInBoundsGEP(i32, colsum, col0);
+        b.CreateAlignedStore(b.CreateAdd(b.CreateAlignedLoad(wide, address, llvm::Align(4)), sum), address,
+                             llvm::Align(4));
         return;
       }
       for (int64_t j = 0; j < panel; ++j) {
@@ -382,10 +376,13 @@ void pack_b_quads(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
           if (j < cols && e < present) {
             v = b.CreateLoad(i8, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col));
             sum = b.CreateAdd(sum, b.CreateSExt(v, i32));
+            // Biased, a byte past k or n stays zero: the A bytes it meets are zero, or its column
+            // is never stored.
+            if (biased) v = b.CreateXor(v, b.getInt8(0x80));
           }
           b.CreateStore(v, b.CreateInBoundsGEP(i8, packed, b.CreateAdd(dst_row, i64(b, 4 * j + e))));
         }
-        if (j < cols) {
+        if (j < cols && !biased) {
           llvm::Value* address = b.CreateInBoundsGEP(i32, colsum, col);
           b.CreateStore(b.CreateAdd(b.CreateLoad(i32, address), sum), address);
         }
@@ -405,14 +402,57 @@ llvm::Value* quad_column_sums(llvm::IRBuilderBase& b, llvm::Value* packed, int64
   return b.CreateInBoundsGEP(b.getInt8Ty(), packed, i64(b, packed_b_groups(k, 4) * panels * panel * 4));
 }
 
+// Whether the int8 tiles read B packed with its bias (pack_b_quads): on every vpdpbusd target but
+// those with AMX, whose tiles multiply the same packed B as signed bytes.
+bool int8_b_biased(const CpuTarget& target, DType a, DType b) {
+  return gemm_int8_quads(target, a, b) && !gemm_amx(target, a, b);
+}
+
+// Where A's row sums (emit_a_row_sums) start in the packed-A scratch: after a dense i8 copy of A.
+int64_t row_sums_offset(int64_t m, int64_t k) { return (m * k + 63) / 64 * 64; }
+
+// Writes each row's sum of the i8 A (m x k) as i32 into `sums` (m values), for the micro-tiles on a
+// biased B (pack_b_quads). Rows with contiguous bytes run one vpdpbusd of ones (unsigned) by 64 of
+// their bytes (signed) at a time, the last k % 64 bytes added one by one; 1/n of the dot's own
+// vpdpbusd count. A transposed A is summed element by element.
+void emit_a_row_sums(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* sums, int64_t m, int64_t k) {
+  llvm::Type* i8 = b.getInt8Ty();
+  llvm::Type* i32 = b.getInt32Ty();
+  constexpr int64_t lanes = 16, chunk = 4 * lanes;  // i32 lanes of a zmm, the bytes one vpdpbusd reads
+  auto* vec = llvm::FixedVectorType::get(i32, lanes);
+  llvm::Function* dot = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(),
+                                                        llvm::Intrinsic::x86_avx512_vpdpbusd_512);
+  const int64_t whole = a.rows_contiguous() ? k / chunk : 0;
+  emit_loop(b, m, [&](llvm::Value* r) {
+    llvm::Value* sum = b.getInt32(0);
+    if (whole > 0) {
+      llvm::Value* ones = b.CreateVectorSplat(lanes, b.getInt32(0x01010101));
+      const std::vector<llvm::Value*> acc = emit_loop(
+          b, i64(b, 0), i64(b, whole), i64(b, 1), {llvm::Constant::getNullValue(vec)},
+          [&](llvm::Value* q, const std::vector<llvm::Value*>& cur) {
+            llvm::Value* bytes = b.CreateAlignedLoad(vec, address_of(b, a, r, b.CreateMul(q, i64(b, chunk))), llvm::Align(1));
+            return std::vector<llvm::Value*>{b.CreateCall(dot, {cur[0], ones, bytes})};
+          });
+      sum = b.CreateAddReduce(acc[0]);
+    }
+    const std::vector<llvm::Value*> total = emit_loop(
+        b, i64(b, whole * chunk), i64(b, k), i64(b, 1), {sum}, [&](llvm::Value* kk, const std::vector<llvm::Value*>& cur) {
+          return std::vector<llvm::Value*>{b.CreateAdd(cur[0], b.CreateSExt(b.CreateLoad(i8, address_of(b, a, r, kk)), i32))};
+        });
+    b.CreateStore(total[0], b.CreateInBoundsGEP(i32, sums, r));
+  });
+}
+
 // One micro-tile on vpdpbusd: as micro_tile_pairs, with an i32 C, B from the quad-packed panel at
 // `panel_ptr` (k4 quads of tile.panel() columns) and A read in place, 4 bytes as one 32-bit
-// broadcast with each byte's sign bit flipped. The last partial quad of a k that is not a multiple
-// of 4 is assembled from its bytes alone (the missing ones zero, which the zero B rows cancel), so
-// no read passes the end of A's row. The accumulators start at C (or zero) minus 128 * colsum.
+// broadcast. The last partial quad of a k that is not a multiple of 4 is assembled from its bytes
+// alone (the missing ones zero), so no read passes the end of A's row. With `row_sums` (B packed
+// biased, pack_b_quads) the A quad is vpdpbusd's signed operand as it is and the accumulators start
+// at C (or zero) minus 128 * the row's sum of A; else the quad is the unsigned operand with each
+// byte's sign bit flipped (the missing bytes meet zero B rows) and they start at C minus 128 * colsum.
 void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
-                      int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* colsum, llvm::Value* col0,
-                      llvm::Value* i, int64_t rows, int64_t cols) {
+                      int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* colsum, llvm::Value* row_sums,
+                      llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
   llvm::Type* i32 = b.getInt32Ty();
   CTile ct(b, c, ldc, col0, i, rows, cols, tile.width, i32);
   const int64_t width = tile.width, vectors = ct.vectors;
@@ -420,15 +460,21 @@ void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
   llvm::Function* dot = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(),
                                                         llvm::Intrinsic::x86_avx512_vpdpbusd_512);
   std::vector<llvm::Value*> init = ct.load(accumulate);
-  for (int64_t v = 0; v < vectors; ++v) {
-    llvm::Value* sums = b.CreateAlignedLoad(
-        vec, b.CreateInBoundsGEP(i32, colsum, b.CreateAdd(col0, i64(b, v * width))), llvm::Align(4));
-    llvm::Value* correction = b.CreateShl(sums, b.CreateVectorSplat(width, b.getInt32(7)));
-    for (int64_t r = 0; r < rows; ++r) init[r * vectors + v] = b.CreateSub(init[r * vectors + v], correction);
+  if (row_sums) {
+    for (int64_t r = 0; r < rows; ++r) {
+      llvm::Value* sum = b.CreateLoad(i32, b.CreateInBoundsGEP(i32, row_sums, b.CreateAdd(i, i64(b, r))));
+      llvm::Value* correction = b.CreateVectorSplat(width, b.CreateShl(sum, b.getInt32(7)));
+      for (int64_t v = 0; v < vectors; ++v) init[r * vectors + v] = b.CreateSub(init[r * vectors + v], correction);
+    }
+  } else {
+    for (int64_t v = 0; v < vectors; ++v) {
+      llvm::Value* sums = b.CreateAlignedLoad(
+          vec, b.CreateInBoundsGEP(i32, colsum, b.CreateAdd(col0, i64(b, v * width))), llvm::Align(4));
+      llvm::Value* correction = b.CreateShl(sums, b.CreateVectorSplat(width, b.getInt32(7)));
+      for (int64_t r = 0; r < rows; ++r) init[r * vectors + v] = b.CreateSub(init[r * vectors + v], correction);
+    }
   }
-  // A quad of row r is one 32-bit word with each byte's sign bit flipped; the last partial quad is
-  // assembled from its bytes alone (the missing ones zero, which the zero B rows cancel).
-  llvm::Value* bias = b.getInt32(0x80808080u);
+  llvm::Value* bias = b.getInt32(row_sums ? 0 : 0x80808080u);
   auto a_quad = [&](llvm::Value* address, int64_t present) {
     llvm::Value* word = nullptr;
     if (present == 4) {
@@ -440,9 +486,10 @@ void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
         word = b.CreateOr(word, b.CreateShl(b.CreateZExt(byte, i32), b.getInt32(8 * e)));
       }
     }
-    return b.CreateVectorSplat(width, b.CreateXor(word, bias));
+    return b.CreateVectorSplat(width, row_sums ? word : b.CreateXor(word, bias));
   };
-  const std::vector<llvm::Value*> acc = k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 4, vec, dot, a_quad, init);
+  const std::vector<llvm::Value*> acc =
+      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 4, vec, dot, a_quad, init, /*b_first=*/row_sums != nullptr);
   ct.store(acc);
 }
 
@@ -484,6 +531,7 @@ int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n
 
 int64_t gemm_packed_a_bytes(const CpuTarget& target, DType a, DType b, int64_t m, int64_t k) {
   const int64_t dense_f32 = m * k * 4;
+  if (int8_b_biased(target, a, b)) return std::max(dense_f32, row_sums_offset(m, k) + m * 4);
   if (!gemm_amx(target, a, b)) return dense_f32;
   const int64_t elem = dtype_size(a), step = kAmxTileBytes / elem;
   return std::max(dense_f32, m * ((k + step - 1) / step * step) * elem);
@@ -594,10 +642,15 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
   const GemmTile tile = gemm_tile(target);
   llvm::Value* colsum = quad_column_sums(b, packed, n, k, tile.panel());
   if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
+  llvm::Value* row_sums = nullptr;
+  if (int8_b_biased(target, a.dtype, bm.dtype)) {
+    row_sums = b.CreateInBoundsGEP(b.getInt8Ty(), packed_a, i64(b, row_sums_offset(m, k)));
+    emit_a_row_sums(b, a, row_sums, m, k);
+  }
   k_group_gemm(b, target, a, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
                [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
                    int64_t cols) {
-                 micro_tile_quads(b, tile, at, c, ldc, k, accumulate, panel_ptr, colsum, col0, i, rows, cols);
+                 micro_tile_quads(b, tile, at, c, ldc, k, accumulate, panel_ptr, colsum, row_sums, col0, i, rows, cols);
                });
 }
 
@@ -605,7 +658,8 @@ void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const
                  int64_t n, int64_t k) {
   const int64_t panel = gemm_tile(target).panel();
   if (gemm_int8_quads(target, a, bm.dtype)) {
-    pack_b_quads(b, bm, packed, quad_column_sums(b, packed, n, k, panel), n, k, panel, !gemm_amx(target, a, bm.dtype));
+    pack_b_quads(b, bm, packed, quad_column_sums(b, packed, n, k, panel), n, k, panel,
+                 int8_b_biased(target, a, bm.dtype));
   } else if (gemm_bf16_pairs(target, a, bm.dtype)) {
     pack_b_pairs(b, bm, packed, n, k, panel);
   } else {

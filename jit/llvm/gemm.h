@@ -15,8 +15,9 @@
 // inputs and denormal results to zero: results differ from the interpreter's k-order f32 sums in
 // the last bits, within the same tolerance as the FMA path, plus the flush (README, "Backends").
 // When both operands are i8 (i32 accumulation) and the target has AVX512_VNNI, the 8 x 32 tile holds
-// i32 accumulators and runs vpdpbusd on k quads (emit_gemm_i8); integer sums are exact, so its
-// results equal the interpreter's bit for bit.
+// i32 accumulators and runs vpdpbusd on k quads (emit_gemm_i8), B packed with its sign bits flipped
+// so that each A quad is the instruction's signed operand straight from memory (AMX targets flip A's
+// instead); integer sums are exact, so its results equal the interpreter's bit for bit.
 // On a target with AMX (amx_bf16, amx_int8) those two dots run on tile registers instead
 // (tdpbf16ps, tdpbssd: jit/llvm/amx_plan.h lays them out, jit/llvm/amx_gemm.cpp emits them) for the
 // rows and columns of C that fill whole 16 x 16 tiles, reading the same packed B; the rest of C takes
@@ -91,10 +92,10 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
                    llvm::Value* packed_a, bool b_packed = false);
 
 // C (+)= A . B for i8 A (m x k) and B (k x n) into an i32 C (leading dim ldc) on vpdpbusd, for
-// gemm_int8_quads targets: the 8 x 32 tile of i32 accumulators, B packed in k quads with its column
-// sums after them (`packed`: gemm_packed_b_bytes), A read in place (or, when cs != 1, copied to a
-// dense i8 matrix in `packed_a`: gemm_packed_a_bytes). Exact: equal to the interpreter's k-order i32 sums,
-// wrap-around included.
+// gemm_int8_quads targets: the 8 x 32 tile of i32 accumulators, B packed in k quads (`packed`:
+// gemm_packed_b_bytes; biased, or with its column sums after them on AMX targets), A read in place
+// (or, when cs != 1, copied to a dense i8 matrix in `packed_a`, which also holds A's row sums:
+// gemm_packed_a_bytes). Exact: equal to the interpreter's k-order i32 sums, wrap-around included.
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
                   llvm::Value* packed_a, bool b_packed = false);

@@ -260,6 +260,11 @@ TEST_SUITE("jit") {
       } else if (t.avx512_vnni) {
         CHECK(i8.count("vpdpbusd", "zmm") >= 16);  // the 16 accumulators of one 8 x 32 tile
         CHECK(i8.count("vpmulld") == 0);
+        // B carries the bias (jit/llvm/gemm.cpp, pack_b_quads): each row's A quad is vpdpbusd's
+        // signed operand as it is in memory, a broadcast load (or the instruction's own {1to16}) for
+        // each of the tile's 8 rows, not a scalar load, xor and register broadcast, which on a core
+        // with two vector ports took one of them for every two vpdpbusd.
+        CHECK(i8.count("vpbroadcastd", "dword ptr") + i8.count("vpdpbusd", "1to16") >= 8);
       } else {
         CHECK(i8.count("vpdpbusd") == 0);
         CHECK(i8.count("vpmulld") > 0);
