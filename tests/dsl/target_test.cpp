@@ -113,6 +113,10 @@ TEST_SUITE("jit") {
     // The host's AMX is only usable with the OS's permission.
     CHECK(native.amx_tile == (jit::host_cpu().has("amx-tile") && jit::host_cpu().amx_permission));
     MESSAGE("host: " << jit::host_cpu().cpu << ", native target " << native.str());
+    // f16 is computed in f32 on every target: native half arithmetic (AVX512-FP16) would give other
+    // NaN bits than the interpreter (element_rules_test's neg and abs of f16 edge values, on such a CPU).
+    CHECK(native.features.find("+avx512fp16") == std::string::npos);
+    if (jit::host_cpu().has("avx512fp16")) CHECK(native.features.find("-avx512fp16") != std::string::npos);
   }
 
   TEST_CASE("target: the cache key includes the target") {
