@@ -815,13 +815,20 @@ public:
     if (result == LaunchGroup::Delivery::not_ready) return false;
     if (result == LaunchGroup::Delivery::gone && !late_ && run_) {
       const Mesh& mesh = run_->mesh();
+      // Reported on the host after the call: the message names the sender's device and core, and the
+      // kernel and its pallas_call when a device here made the launch.
+      const std::string kernel =
+          group ? fmt::format("kernel `{}` (collective launch #{}, the pallas_call at {})", group->key().kernel, g,
+                              group->key().loc.str())
+                : fmt::format("collective launch #{}", g);
       late_ = fmt::format(
-          "a remote {} from {} reached {} after that device's instance of collective launch #{} had ended or it had "
-          "stopped: a device may only reach another while that one runs the same kernel (after its end, only its "
-          "operands, when the kernel returns semaphores). Make the receiver wait for it (wait_recv, or semaphore_wait "
-          "on the signalled semaphore) before its kernel ends, or return the receive semaphore as an output and wait "
-          "in the next call",
-          msg[hKind] == kSignal ? "semaphore_signal" : "copy", mesh.device_str(msg[hFrom]), mesh.device_str(seat.member), g);
+          "a remote {} from {}, core {}, reached {} after that device's instance of {} had ended or it had stopped: a "
+          "device may only reach another while that one runs the same kernel (after its end, only its operands, when "
+          "the kernel returns semaphores). Make the receiver wait for it (wait_recv, or semaphore_wait on the "
+          "signalled semaphore) before its kernel ends, or return the receive semaphore as an output and wait in the "
+          "next call",
+          msg[hKind] == kSignal ? "semaphore_signal" : "copy", mesh.device_str(msg[hFrom]), msg[hCore],
+          mesh.device_str(seat.member), kernel);
     }
     return true;
   }

@@ -383,6 +383,53 @@ TEST_SUITE("mpi") {
     pl::set_random_delays(0);
   }
 
+  TEST_CASE("errors across processes: a copy toward a kernel without semaphore outputs that never waits for it") {
+    // Device 1 copies into device 2's output (another process under -n 2 and -n 4), the receive
+    // semaphore device 2's scratch, which device 2 never waits on: nothing would receive the count
+    // after device 2's end, so every process fails, with device 2's non-zero semaphore or with the
+    // copy that came too late, whatever the timing; then the next call starts clean.
+    pl::set_random_delays(200, 9);
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({4}, {"x"});
+      const auto call = pl::pallas_call(
+          [](pl::Ref x, pl::Ref o, pl::Ref send, pl::Ref recv) {
+            pl::when(pl::axis_index("x") == 1, [&] {
+              auto copy = pl::make_async_remote_copy(x, o, send, recv, pl::DeviceId({2}));
+              copy.start();
+              copy.wait_send();
+            });
+          },
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)},
+                       .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}},
+          pl::ShapeDtype({2, 8}, pl::f32), backend);
+      auto f = pl::shard_map([&](const pl::Array& b) { return call(b); }, mesh, {pl::P("x")}, {pl::P("x")});
+      for (int round = 0; round < 3; ++round) {
+        std::string m;
+        try {
+          f(iota({8, 8}));
+        } catch (const RuntimeError& e) {
+          m = e.what();
+        }
+        INFO(m);
+        REQUIRE_FALSE(m.empty());
+        CHECK(((m.find("`scratch 1` is 64 when the kernel ends") != std::string::npos) ||
+               (m.find("device 1 (x=1)") != std::string::npos && m.find("device 2 (x=2)") != std::string::npos &&
+                m.find("ended") != std::string::npos)));
+        if (m.find("reached device 2 (x=2) after") != std::string::npos) {  // the receiving process's report
+          CHECK(m.find("from device 1 (x=1), core 0,") != std::string::npos);
+          CHECK(m.find("distributed_test.cpp:") != std::string::npos);  // the pallas_call
+          CHECK(m.find("Make the receiver wait for it") != std::string::npos);
+        }
+      }
+      const pl::Array w = iota({16, 4});
+      check_like_threads([&] {
+        return pl::shard_map([&](const pl::Array& b) { return seed::make_ag(b, false, backend); }, mesh, {pl::P("x")},
+                             {pl::P()})(w);
+      });
+    });
+    pl::set_random_delays(0);
+  }
+
   TEST_CASE("errors across processes: a deadlock is reported on every process") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       pl::Mesh mesh({4}, {"x"});
