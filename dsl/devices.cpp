@@ -92,13 +92,20 @@ bool sized_at_call(const AxisRef& r) { return r.grid_dim && r.grid_size == ir::k
 
 // The sizes of the axes a joint name spans, in its order.
 std::vector<int64_t> joint_sizes(const AxisNames& names, const char* api, SourceLoc loc) {
+  const std::vector<std::string>& all = checked_names(names, api, loc);
   std::vector<int64_t> sizes;
-  for (const std::string& n : checked_names(names, api, loc)) {
+  for (const std::string& n : all) {
     const AxisRef r = resolve_axis(n, api, loc);
-    if (sized_at_call(r))
+    if (sized_at_call(r)) {
+      // A joint name's size is then a product of traced and static sizes: spell it out.
+      std::vector<std::string> factors;
+      for (const std::string& f : all)
+        factors.push_back(sized_at_call(resolve_axis(f, api, loc)) ? fmt::format("pl::num_programs(\"{}\")", f)
+                                                                   : fmt::format("pl::axis_size(\"{}\")", f));
       throw UserError(fmt::format("{}: grid axis `{}` is sized when the call runs, so its size is no number", api, n),
                       fmt::format("`{}` sized by pl::from_prefetch in the pallas_call's grid", n),
-                      fmt::format("read the call's size as a traced value with pl::num_programs(\"{}\")", n), loc);
+                      fmt::format("read the call's size as a traced value with {}", fmt::join(factors, " * ")), loc);
+    }
     sizes.push_back(size_of(r));
   }
   return sizes;

@@ -186,7 +186,8 @@ void LaunchGroup::settle() {
   transport_.settled(*this);
 }
 
-LaunchGroup::Delivery LaunchGroup::deliver(Seat seat, const std::function<void(CoreContext&)>& op) {
+LaunchGroup::Delivery LaunchGroup::deliver(Seat seat, const std::function<void(CoreContext&)>& op,
+                                            bool into_operands) {
   std::lock_guard lock(mutex_);
   Participant& t = at(seat);
   switch (t.state) {
@@ -198,7 +199,8 @@ LaunchGroup::Delivery LaunchGroup::deliver(Seat seat, const std::function<void(C
     case State::ready:
     case State::blocked: break;
   }
-  if (t.ended) return Delivery::gone;  // from another process, only while the kernel runs (docs/design.md §4.9)
+  // After its end, as from a thread here (with_target): only its operands (docs/design.md §4.9).
+  if (t.ended && !into_operands) return Delivery::gone;
   op(*t.ctx);
   changed_.notify_all();
   return Delivery::done;
@@ -223,15 +225,17 @@ void LaunchGroup::with_target(Seat from, int64_t target, const std::string& what
     throw Fault(fmt::format(
         "{} toward {}, whose instance of kernel `{}` has already {}: a device may only reach another while that one runs "
         "the same kernel. Make the receiver wait for it (wait_recv, or semaphore_wait on the signalled semaphore) before "
-        "its kernel ends",
+        "its kernel ends, or return the receive semaphore as an output and wait in the next call",
         what, members_[target], key_.kernel, t.state == State::finished ? "ended" : "stopped"));
   // At its end, a participant's scratch and run_scoped memory had its last check (semaphores at
   // zero): only its operands, which the launch returns or checks after, may still change.
   if (t.ended && !into_operands)
     throw Fault(fmt::format(
-        "{} toward {}, whose instance of kernel `{}` has ended: after its end a participant's outputs may still "
-        "receive copies (the kernel returns semaphores), its scratch and run_scoped memory no more. Make the receiver "
-        "wait for it (wait_recv, or semaphore_wait on the signalled semaphore) before its kernel ends",
+        "{} toward {}, whose instance of kernel `{}` has ended: after its end a participant's operands may still "
+        "receive copies and signals (a kernel that returns semaphores gets their counts), its scratch and run_scoped "
+        "memory no more (their semaphores had their last check). Make the receiver wait for it (wait_recv, or "
+        "semaphore_wait on the signalled semaphore) before its kernel ends, or return the receive semaphore as an "
+        "output and wait in the next call",
         what, members_[target], key_.kernel));
   op(*t.ctx);
   changed_.notify_all();
@@ -240,13 +244,22 @@ void LaunchGroup::with_target(Seat from, int64_t target, const std::string& what
 void LaunchGroup::end(Seat seat) {
   std::unique_lock lock(mutex_);
   Participant& me = at(seat);
-  if (!hold_to_the_end_ || me.state == State::finished || me.state == State::stopped) return;
+  if (me.ended || me.state == State::finished || me.state == State::stopped) return;
+  // Every kernel, whether it holds to the end or not: its scratch had its last check (semaphores at
+  // zero) just before, and a copy or signal from another participant that landed there since would
+  // be lost without a word. Deliveries take this lock: those before it are in memory now and the
+  // check below sees them, those after it find the participant ended and fail the sender.
   me.ended = true;
   changed_.notify_all();
+  if (me.ctx) me.ctx->dma.check_kernel_semaphores();
+  if (!hold_to_the_end_) return;
   const std::function<bool()> all_ended = [this] {
-    return std::all_of(participants_.begin(), participants_.end(), [](const Participant& p) {
-      return p.ended || p.state == State::finished || p.state == State::stopped || p.state == State::elsewhere;
-    });
+    return std::all_of(participants_.begin(), participants_.end(),
+                       [](const Participant& p) {
+                         return p.ended || p.state == State::finished || p.state == State::stopped ||
+                                p.state == State::elsewhere;
+                       }) &&
+           transport_.others_ended(*this);
   };
   wait(lock, seat, all_ended, [&] {
     return BlockedOn{"the end of the kernel (it returns semaphores: copies toward its outputs may still come)",
@@ -362,7 +375,12 @@ void collective_ready(CoreContext& core) {
 }
 
 void collective_end(CoreContext& core) {
-  if (LaunchGroup* group = core.group()) group->end(core.seat());
+  LaunchGroup* group = core.group();
+  if (!group) return;
+  // Under random delays, a participant slow to get from its kernel's last semaphore check to its end
+  // (a copy or signal from another may land in between: LaunchGroup::end checks again).
+  random_delay();
+  group->end(core.seat());
 }
 
 void collective_finish(CoreContext& core) {

@@ -20,6 +20,7 @@
 // Runtime layer.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -128,8 +129,10 @@ class LaunchGroup {
 
   // Runs `op` on the local participant at `seat` under the group's lock, if it is ready, and wakes the
   // waiters: what a transport does with a copy or signal that arrived from elsewhere.
+  // `into_operands`: `op` reaches only the target's operands, which may still receive copies and
+  // signals once its kernel ended (end()); anything else is gone then.
   enum class Delivery { done, not_ready, gone };
-  Delivery deliver(Seat seat, const std::function<void(CoreContext&)>& op);
+  Delivery deliver(Seat seat, const std::function<void(CoreContext&)>& op, bool into_operands = false);
 
   // Runs `op` on the target participant (the same core of member `target`) once it is ready, under
   // the group's lock; waits meanwhile. Throws Fault when the target already finished or the group failed,
@@ -142,13 +145,15 @@ class LaunchGroup {
   // toward this one's outputs may still be in flight when this one's kernel ends, and must land in
   // its outputs, its count in its semaphore output, before the launch returns. Every participant then
   // waits at the end of its kernel (end()) until all have got there.
-  void hold_to_the_end() {
-    std::lock_guard lock(mutex_);
-    hold_to_the_end_ = true;
-  }
-  // The kernel's body ended on this participant and its own copies landed. When the group holds to
-  // the end, waits until every participant has ended (or finished, or stopped); copies and signals
-  // toward its operands land meanwhile, toward anything else are the sender's error.
+  void hold_to_the_end() { hold_to_the_end_ = true; }
+  // (Also under the group's lock: it is an atomic of its own.)
+  bool holds_to_the_end() const { return hold_to_the_end_; }
+  // The kernel's body ended on this participant and its own copies landed: from now on copies and
+  // signals toward its scratch and run_scoped memory are the sender's error, and its kernel-lifetime
+  // semaphores are checked again (a Fault when one is not zero: another participant's copy or signal
+  // landed after the kernel's own check). When the group holds to the end, then waits until every
+  // participant has ended (or finished, or stopped), here and elsewhere (Transport::others_ended);
+  // copies and signals toward its operands land meanwhile.
   void end(Seat seat);
   // Blocks (the lock held by `lock`) until `done()` is true, recording `on` for the wait-for picture.
   // Throws Fault with the deadlock report when nothing can make progress.
@@ -191,7 +196,7 @@ class LaunchGroup {
   LaunchKey key_;
   int cores_;
   bool entry_barrier_;
-  bool hold_to_the_end_ = false;
+  std::atomic<bool> hold_to_the_end_{false};
   Transport& transport_;
   int64_t sequence_;
   uint64_t instant_ = next_failure_sequence();

@@ -350,17 +350,7 @@ void DmaEngine::release(const std::byte* lo, const std::byte* hi, bool forget) {
   std::optional<std::string> error;
   for (const Named& n : named_) {
     const auto* at = reinterpret_cast<const std::byte*>(n.base);
-    if (at < lo || at >= hi) continue;
-    for (int64_t i = 0; i < n.count && !error; ++i) {
-      const int64_t v = value_of(n.base + i);
-      if (v == 0) continue;
-      error = fmt::format(
-          "{} is {} when {}: every semaphore must be back at zero by then ({}). Wait for every copy you start "
-          "(.wait()), and wait on a regular semaphore for everything signalled to it",
-          describe(n.base + i), v, n.kernel_lifetime ? "the kernel ends" : "its run_scoped region ends",
-          n.kind == DType::dma_sem ? fmt::format("a DMA semaphore counts bytes: {} bytes of copies were never waited for", v)
-                                   : fmt::format("{} signalled that no semaphore_wait took", v));
-    }
+    if (at >= lo && at < hi && !error) error = nonzero(n, "");
   }
   if (forget)
     std::erase_if(named_, [&](const Named& n) {
@@ -368,6 +358,29 @@ void DmaEngine::release(const std::byte* lo, const std::byte* hi, bool forget) {
       return at >= lo && at < hi;
     });
   if (error) throw Fault(*error);
+}
+
+std::optional<std::string> DmaEngine::nonzero(const Named& n, std::string_view late) const {
+  for (int64_t i = 0; i < n.count; ++i) {
+    const int64_t v = value_of(n.base + i);
+    if (v == 0) continue;
+    return fmt::format(
+        "{} is {} when {}{}: every semaphore must be back at zero by then ({}). Wait for every copy you start "
+        "(.wait()), and wait on a regular semaphore for everything signalled to it",
+        describe(n.base + i), v, n.kernel_lifetime ? "the kernel ends" : "its run_scoped region ends", late,
+        n.kind == DType::dma_sem ? fmt::format("a DMA semaphore counts bytes: {} bytes of copies were never waited for", v)
+                                 : fmt::format("{} signalled that no semaphore_wait took", v));
+  }
+  return std::nullopt;
+}
+
+void DmaEngine::check_kernel_semaphores() const {
+  for (const Named& n : named_)
+    if (n.kernel_lifetime)
+      if (std::optional<std::string> error = nonzero(
+              n, " (a remote copy or signal from another device or core reached it as the kernel ended, after its "
+                 "last wait)"))
+        throw Fault(*error);
 }
 
 void DmaEngine::deadlock(const int64_t* sem, int64_t value, int64_t have, bool dma, SourceLoc loc) const {

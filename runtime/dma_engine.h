@@ -23,7 +23,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "jit/ir/diagnostics.h"
@@ -103,6 +105,11 @@ class DmaEngine {
   // it must be zero (else a Fault names the first that is not). `forget`: the memory is being freed.
   void release(const std::byte* lo, const std::byte* hi, bool forget);
 
+  // The kernel-lifetime semaphores (scratch) once more, after the kernel's end: a Fault naming the
+  // first that is not zero. In a launch group another participant's copy or signal may have landed
+  // there after release() checked them (LaunchGroup::end).
+  void check_kernel_semaphores() const;
+
   // Completes every copy started and not done (on_wait), e.g. when the kernel ends normally and its
   // copies target memory that outlives it.
   void flush();
@@ -125,6 +132,9 @@ class DmaEngine {
   friend class DmaWorker;
 
   const Named* find(const int64_t* sem) const;
+  // The message for the first of `n`'s semaphores that is not zero, if any; `late` is added after
+  // "when the kernel ends".
+  std::optional<std::string> nonzero(const Named& n, std::string_view late) const;
   void apply(Copy& copy);  // moves the data and signals, on the calling thread
   void signalled();        // a semaphore went up: wakes the group's waiters
   void schedule_point();

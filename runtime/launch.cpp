@@ -411,7 +411,8 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
         ctx.dma.flush();
         collective_end(ctx);  // the interpreter's cores got there themselves
       } catch (const Fault& f) {
-        ctx.fault = RuntimeError(f.what(), ctx.point, SourceLoc{});
+        // In a launch group, at the pallas_call: the kernel's end has no line of its own.
+        ctx.fault = RuntimeError(f.what(), ctx.point, group ? group->key().loc : SourceLoc{});
       }
     }
     if (ctx.fault) turn.failed(std::make_exception_ptr(*ctx.fault));

@@ -68,7 +68,7 @@ constexpr int64_t kDirectBytes = int64_t{16} << 10;
 // that means a new wait began.
 constexpr std::chrono::microseconds kHotPoll{500}, kNewWait{1000};
 
-enum Kind : int64_t { kPut = 1, kSignal = 2, kReady = 3, kRegions = 4, kLanded = 5 };
+enum Kind : int64_t { kPut = 1, kSignal = 2, kReady = 3, kRegions = 4, kLanded = 5, kEnded = 6 };
 enum Header : size_t {
   hFlag, hSize, hKind, hGroup, hMember, hCore, hFrom,
   hDstKey, hDstOffset, hExtent, hRecvKey, hRecvOffset, hAmount, hEs, hRank,
@@ -278,6 +278,17 @@ class MpiTransport final : public Transport {
     return ready_[static_cast<size_t>(g % kGroups)].load() >= others;
   }
 
+  // A group that holds to the end (docs/design.md §4.9): every participant here ended its kernel, or
+  // finished or stopped; tell every other process of the group so, once, and say whether all of
+  // them told this one. Each process's copies and signals go before its kEnded in the mailbox, where
+  // they are delivered in order: once a process has heard from all the others, everything they sent
+  // toward its participants' operands has landed.
+  bool others_ended(LaunchGroup& group) override {
+    const int64_t g = group.sequence();
+    if (g >= kGroups) return true;  // (the launch failed at its first send)
+    return announce(group, announced_end_, kEnded) && ended_[static_cast<size_t>(g % kGroups)].load() >= others(group);
+  }
+
   // Exposes the participant's memory to the other processes of the group (see "the windows").
   void opening(LaunchGroup& group, Seat seat, const CoreContext& core) override {
     if ((memory_ == MPI_WIN_NULL && !heap_) || group.sequence() >= kGroups || !has_others(group)) return;
@@ -344,7 +355,11 @@ class MpiTransport final : public Transport {
   }
 
   void settled(LaunchGroup& group) override {
-    if (group.sequence() < kGroups) update(rank_, entry(group.sequence(), kQuiet), 1, MPI_REPLACE);
+    if (group.sequence() >= kGroups) return;
+    update(rank_, entry(group.sequence(), kQuiet), 1, MPI_REPLACE);
+    // Participants here that finished without reaching the end (a failure) must not leave the others
+    // waiting there for this process.
+    if (group.holds_to_the_end()) announce(group, announced_end_, kEnded);
   }
 
   void begin_run(MeshRun& run) override {
@@ -404,6 +419,8 @@ class MpiTransport final : public Transport {
     run_ = nullptr;
     for (auto& a : announced_) a = false;
     for (auto& r : ready_) r = 0;
+    for (auto& a : announced_end_) a = false;
+    for (auto& e : ended_) e = 0;
     check(MPI_Barrier(comm_), "MPI_Barrier");
     return error;
   }
@@ -626,6 +643,7 @@ public:
     header(msg, group, kLanded, target, &from);
     msg[hDstKey] = p.recv_sem.key;
     msg[hDstOffset] = p.recv_sem.offset;
+    msg[hRecvKey] = p.dst.key;  // where the data went, to judge a delivery after the target's end
     msg[hAmount] = p.bytes;
     send(group, r, msg);
     return true;
@@ -656,6 +674,31 @@ public:
     for (int r = 0; r < size_; ++r)
       if (const auto [lo, hi] = process_devices(group.members(), r, size_); member >= lo && member < hi) return r;
     return 0;
+  }
+
+  // The processes other than this one that run devices of the group's mesh.
+  int others(const LaunchGroup& group) const {
+    int n = 0;
+    for (int r = 0; r < size_; ++r) {
+      const auto [lo, hi] = process_devices(group.members(), r, size_);
+      if (r != rank_ && lo != hi) ++n;
+    }
+    return n;
+  }
+
+  // Sends a `kind` message about the group to every other process of it, the first time only (`sent`
+  // remembers, by group). Returns true.
+  bool announce(const LaunchGroup& group, std::array<std::atomic<bool>, kGroups>& sent, Kind kind) {
+    const int64_t g = group.sequence();
+    if (sent[static_cast<size_t>(g % kGroups)].exchange(true)) return true;
+    for (int r = 0; r < size_; ++r) {
+      const auto [lo, hi] = process_devices(group.members(), r, size_);
+      if (r == rank_ || lo == hi) continue;
+      std::vector<int64_t> msg(kHeaderWords);
+      header(msg, group, kind, lo, nullptr);
+      send(group, r, msg);
+    }
+    return true;
   }
 
   void header(std::vector<int64_t>& msg, const LaunchGroup& group, Kind kind, int64_t target, const CoreContext* from) {
@@ -730,7 +773,7 @@ public:
   // Delivers one message; false when its target is not ready yet (it stays in the mailbox).
   bool deliver(const int64_t* msg) {
     const int64_t g = msg[hGroup];
-    if (msg[hKind] == kReady) {
+    if (msg[hKind] == kReady || msg[hKind] == kEnded) {
       // Under the group's lock, as every delivery that can end a wait: a participant that checks for a
       // deadlock holds it from judging every local wait hopeless until it has read every process's
       // counters, so the announcement either wakes a wait it judges, or is still unconsumed then.
@@ -739,8 +782,11 @@ public:
       // device here stopped, nobody here waits for it.
       const std::shared_ptr<LaunchGroup> group = run_ ? run_->find(g) : nullptr;
       if (!group) return all_stopped_;
-      std::lock_guard lock(group->mutex());
-      ++ready_[static_cast<size_t>(g % kGroups)];
+      {
+        std::lock_guard lock(group->mutex());
+        ++(msg[hKind] == kReady ? ready_ : ended_)[static_cast<size_t>(g % kGroups)];
+      }
+      group->notify();  // a participant here may wait at its end in changed_.wait_for
       return true;
     }
     if (msg[hKind] == kRegions) {
@@ -754,7 +800,11 @@ public:
     LaunchGroup::Delivery result = LaunchGroup::Delivery::gone;
     if (group) {
       try {
-        result = group->deliver(seat, [&](CoreContext& t) { apply(t, msg); });
+        // A put's destination and receive semaphore (kLanded: the semaphore, and in hRecvKey where the
+        // data went), a signal's semaphore: operands (negative keys) may still be reached after the
+        // target's end (docs/design.md §4.9).
+        const bool into_operands = msg[hDstKey] < 0 && (msg[hKind] == kSignal || msg[hRecvKey] < 0);
+        result = group->deliver(seat, [&](CoreContext& t) { apply(t, msg); }, into_operands);
       } catch (const std::exception& e) {
         if (!late_) late_ = e.what();
         return true;
@@ -765,11 +815,20 @@ public:
     if (result == LaunchGroup::Delivery::not_ready) return false;
     if (result == LaunchGroup::Delivery::gone && !late_ && run_) {
       const Mesh& mesh = run_->mesh();
+      // Reported on the host after the call: the message names the sender's device and core, and the
+      // kernel and its pallas_call when a device here made the launch.
+      const std::string kernel =
+          group ? fmt::format("kernel `{}` (collective launch #{}, the pallas_call at {})", group->key().kernel, g,
+                              group->key().loc.str())
+                : fmt::format("collective launch #{}", g);
       late_ = fmt::format(
-          "a remote {} from {} reached {} after that device's instance of collective launch #{} had ended or it had "
-          "stopped: a device may only reach another while that one runs the same kernel. Make the receiver wait for it "
-          "(wait_recv, or semaphore_wait on the signalled semaphore) before its kernel ends",
-          msg[hKind] == kSignal ? "semaphore_signal" : "copy", mesh.device_str(msg[hFrom]), mesh.device_str(seat.member), g);
+          "a remote {} from {}, core {}, reached {} after that device's instance of {} had ended or it had stopped: a "
+          "device may only reach another while that one runs the same kernel (after its end, only its operands, when "
+          "the kernel returns semaphores). Make the receiver wait for it (wait_recv, or semaphore_wait on the "
+          "signalled semaphore) before its kernel ends, or return the receive semaphore as an output and wait in the "
+          "next call",
+          msg[hKind] == kSignal ? "semaphore_signal" : "copy", mesh.device_str(msg[hFrom]), msg[hCore],
+          mesh.device_str(seat.member), kernel);
     }
     return true;
   }
@@ -834,6 +893,8 @@ public:
   std::optional<std::string> late_;          // the first copy or signal that came too late
   std::array<std::atomic<bool>, kGroups> announced_{};
   std::array<std::atomic<int>, kGroups> ready_{};
+  std::array<std::atomic<bool>, kGroups> announced_end_{};  // kEnded sent (others_ended)
+  std::array<std::atomic<int>, kGroups> ended_{};           // kEnded received
   // Exposed memory of this process's participants, under attach_mutex_.
   std::mutex attach_mutex_;
   std::map<const std::byte*, Attached> attached_;

@@ -85,6 +85,10 @@ class Transport {
   virtual bool stuck_everywhere(LaunchGroup& group) = 0;
   // The entry barrier's question for members outside this process: have they all become ready?
   virtual bool others_ready(LaunchGroup& group) = 0;
+  // The hold-to-the-end question (LaunchGroup::end) for members outside this process: have they all
+  // ended their kernels (or finished, or stopped)? Asked once every participant here has; a transport
+  // then tells the other processes so, once (threads: there is no elsewhere).
+  virtual bool others_ended(LaunchGroup&) { return true; }
   // The participant at `seat` (in this process) is about to become ready with the memory `core` has
   // now: a transport may expose that memory to senders elsewhere (MPI: direct puts).
   virtual void opening(LaunchGroup&, Seat, const CoreContext&) {}

@@ -307,7 +307,8 @@ void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
     ctx.dma.flush();
     collective_end(ctx);
   } catch (const Fault& f) {
-    throw RuntimeError(f.what(), ctx.point, SourceLoc{});
+    // In a launch group, at the pallas_call: the kernel's end has no line of its own.
+    throw RuntimeError(f.what(), ctx.point, ctx.group() ? ctx.group()->key().loc : SourceLoc{});
   }
 }
 

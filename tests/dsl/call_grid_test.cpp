@@ -375,6 +375,22 @@ TEST_SUITE("call grid") {
                               "pl::axis_size: grid axis `rows` is sized when the call runs, so its size is no number",
                               "`rows` sized by pl::from_prefetch in the pallas_call's grid",
                               "read the call's size as a traced value with pl::num_programs(\"rows\")", "call_grid_test.cpp");
+    // A joint name over it and a static dim: the fix spells out the product.
+    auto joint = pl::pallas_call(
+        [](pl::Ref, pl::Ref o) {
+          o() = pl::full({kBm, kBn}, static_cast<float>(pl::axis_size({"cols", "rows"})), pl::f32);
+        },
+        pl::PrefetchScalarGridSpec{
+            .num_scalar_prefetch = 1,
+            .grid = {pl::GridDim("rows", pl::from_prefetch(0)), pl::axis("cols", 2)},
+            .out_specs = {pl::BlockSpec({kBm, kBn}, [](pl::Value i, pl::Value j, pl::Ref) { return pl::idx(i, j); })}},
+        pl::ShapeDtype({kRows, 2 * kBn}, pl::f32));
+    testing::check_user_error([&] { joint(size_arg(2)); },
+                              "pl::axis_size: grid axis `rows` is sized when the call runs, so its size is no number",
+                              "`rows` sized by pl::from_prefetch in the pallas_call's grid",
+                              "read the call's size as a traced value with pl::axis_size(\"cols\") * "
+                              "pl::num_programs(\"rows\")",
+                              "call_grid_test.cpp");
     testing::check_user_error([] { pl::Grid grid{pl::GridDim("rows", pl::from_prefetch(0)), 4}; },
                               "a grid names some of its dims and not others", "grid dim 1 without a name",
                               "name every dim (pl::GridDim(\"i\", size), pl::axis(\"i\", 4)) or none", "call_grid_test.cpp");

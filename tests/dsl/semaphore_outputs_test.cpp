@@ -498,5 +498,95 @@ TEST_SUITE("dsl") {
       CHECK_THROWS_AS(run(), RuntimeError);
     });
   }
+
+  // A kernel that returns no semaphore has nowhere to put a copy's count once the receiver's kernel
+  // ended: a copy or signal from another device that its receiver never waited for fails, whatever the
+  // devices' timing. It lands before the receiver's last check (a non-zero semaphore, the receiver's
+  // error), or after (the sender's error, toward a kernel that has ended); never in between without a
+  // word. Random delays (also between a kernel's last semaphore check and its end) vary the timing.
+  TEST_CASE("remote copies: toward a kernel without semaphore outputs that never waits, always an error") {
+    const Shape block{2, 8};
+    // Device 0 copies into device 1's output, the receive semaphore device 1's scratch (`scratch 1`)
+    // or device 1's semaphore input (`input 1`), and waits for its own side; device 1 waits for nothing.
+    // The output starts as zeros (an aliased input), so a copy refused leaves the same output in
+    // compiled code and in the interpreter that checks it.
+    auto to_scratch = [](pl::Ref x, pl::Ref, pl::Ref o, pl::Ref send, pl::Ref recv) {
+      pl::when(pl::axis_index("x") == 0, [&] {
+        auto copy = pl::make_async_remote_copy(x, o, send, recv, pl::DeviceId({1}));
+        copy.start();
+        copy.wait_send();
+      });
+    };
+    auto to_input = [](pl::Ref x, pl::Ref recv, pl::Ref, pl::Ref o, pl::Ref send) {
+      pl::when(pl::axis_index("x") == 0, [&] {
+        auto copy = pl::make_async_remote_copy(x, o, send, recv, pl::DeviceId({1}));
+        copy.start();
+        copy.wait_send();
+      });
+    };
+    // A signal toward device 1's scratch semaphore, which it never waits on.
+    auto signal = [](pl::Ref, pl::Ref o, pl::Ref sem) {
+      pl::when(pl::axis_index("x") == 0, [&] { pl::semaphore_signal(sem, 1, pl::DeviceId({1})); });
+      o() = pl::zeros_like(o);
+    };
+    pl::set_random_delays(200, 11);
+    for (const testing::Backend& b : semaphore_backends()) {
+      INFO("backend: " << std::string(b.name));
+      pl::CallOptions alias_1 = b.options, alias_2 = b.options;
+      alias_1.input_output_aliases = {{1, 0}};
+      alias_2.input_output_aliases = {{2, 0}};
+      auto scratch_call = pl::pallas_call(
+          to_scratch,
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)},
+                       .out_specs = {pl::BlockSpec(pl::ANY)},
+                       .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}},
+          pl::ShapeDtype(block, pl::f32), alias_1);
+      auto input_call = pl::pallas_call(
+          to_input,
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::SEMAPHORE), pl::BlockSpec(pl::ANY)},
+                       .out_specs = {pl::BlockSpec(pl::ANY)}, .scratch_shapes = {pl::SemaphoreType::DMA}},
+          pl::ShapeDtype(block, pl::f32), alias_2);
+      auto signal_call = pl::pallas_call(
+          signal, pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .scratch_shapes = {pl::SemaphoreType::REGULAR}},
+          pl::ShapeDtype({1}, pl::f32), b.options);
+      const pl::Array x = ramp({4, 8});
+      auto run = [&](int which) {
+        pl::shard_map(
+            [&](const pl::Array& blk) {
+              const pl::Array zeros = pl::Array::zeros(block, pl::f32);
+              if (which == 0) return scratch_call(blk, zeros);
+              if (which == 1) return input_call(blk, pl::Array::zeros({}, pl::DType::dma_sem), zeros);
+              signal_call(blk);
+              return blk;
+            },
+            pl::Mesh({2}, {"x"}), {pl::P("x")}, {pl::P("x")})(x);
+      };
+      for (int which = 0; which < 3; ++which) {
+        INFO("case " << which);
+        for (int round = 0; round < 6; ++round) {
+          std::string message;
+          try {
+            run(which);
+          } catch (const RuntimeError& e) {
+            message = e.what();
+          }
+          INFO(message);
+          REQUIRE_FALSE(message.empty());  // never lost without a word
+          // Either the receiver's semaphore, not back at zero when its kernel (or launch) ended ...
+          const bool receiver = message.find(which == 1 ? "`input 1` is" : "`scratch ") != std::string::npos &&
+                                message.find("must be back at zero") != std::string::npos;
+          // ... or the sender's copy or signal toward a kernel that had ended.
+          const bool sender = message.find(which == 2 ? "a remote semaphore_signal toward device 1"
+                                                      : "a remote copy toward device 1") != std::string::npos &&
+                              message.find("ended") != std::string::npos &&
+                              message.find("Make the receiver wait for it") != std::string::npos;
+          CHECK((receiver || sender));
+          CHECK(message.find(receiver ? "where: device 1, core 0" : "where: device 0, core 0") != std::string::npos);
+          CHECK(message.find("semaphore_outputs_test.cpp:") != std::string::npos);  // the copy's or the call's line
+        }
+      }
+    }
+    pl::set_random_delays(0);
+  }
 }
 

@@ -334,6 +334,102 @@ TEST_SUITE("mpi") {
             }
   }
 
+  TEST_CASE("remote copies in flight across calls land before the next call waits, across processes") {
+    // docs/design.md §4.9: every device starts a copy of its block into its right neighbour's output
+    // and returns, the send and receive semaphores among its outputs; the next call waits on them and
+    // reads the output. Devices 1 and 3 send to devices in another process (under -n 2 and -n 4), whose
+    // kernels hold at their end until this process's have ended, so the copy lands in their outputs
+    // and its count in their semaphores. Small blocks travel in the mailbox, 32 KiB ones straight into
+    // the destination (a kLanded message raises the semaphore); random delays vary who ends first.
+    pl::set_random_delays(200, 5);
+    for (const pl::Shape& block : {pl::Shape{2, 8}, pl::Shape{64, 128}}) {
+      testing::for_each_backend([&](const pl::CallOptions& backend) {
+        INFO("block " << block[0] << "x" << block[1]);
+        auto right = [] { return pl::DeviceId({(pl::axis_index("x") + 1) % 4}); };
+        auto start = pl::pallas_call(
+            [&](pl::Ref x, pl::Ref o, pl::Ref send, pl::Ref recv) {
+              pl::make_async_remote_copy(x, o, send, recv, right()).start();
+            },
+            pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                         .out_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::SEMAPHORE), pl::BlockSpec(pl::SEMAPHORE)}},
+            {pl::ShapeDtype(block, pl::f32), pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}, backend);
+        pl::CallOptions done_options = backend;
+        done_options.input_output_aliases = {{0, 0}};
+        auto done = pl::pallas_call(
+            [&](pl::Ref, pl::Ref send, pl::Ref recv, pl::Ref o, pl::Ref y) {
+              auto copy = pl::make_async_remote_copy(o, o, send, recv, right());
+              copy.wait_send();
+              copy.wait_recv();
+              pl::sync_copy(o, y);
+            },
+            pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::SEMAPHORE), pl::BlockSpec(pl::SEMAPHORE)},
+                         .out_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)}},
+            {pl::ShapeDtype(block, pl::f32), pl::ShapeDtype(block, pl::f32)}, done_options);
+        const pl::Array x = iota({4 * block[0], block[1]});
+        for (int round = 0; round < 3; ++round) {
+          const pl::Array out = pl::shard_map(
+              [&](const pl::Array& b) {
+                const std::vector<pl::Array> started = start(b);
+                return done(started[0], started[1], started[2])[1];
+              },
+              pl::Mesh({4}, {"x"}), {pl::P("x")}, {pl::P("x")})(x);
+          for (int64_t d = 0; d < 4; ++d)
+            for (int64_t r = 0; r < block[0]; r += block[0] - 1)
+              for (int64_t j = 0; j < block[1]; j += block[1] - 1)
+                CHECK(out.at<float>({d * block[0] + r, j}) == x.at<float>({((d + 3) % 4) * block[0] + r, j}));
+        }
+      });
+    }
+    pl::set_random_delays(0);
+  }
+
+  TEST_CASE("errors across processes: a copy toward a kernel without semaphore outputs that never waits for it") {
+    // Device 1 copies into device 2's output (another process under -n 2 and -n 4), the receive
+    // semaphore device 2's scratch, which device 2 never waits on: nothing would receive the count
+    // after device 2's end, so every process fails, with device 2's non-zero semaphore or with the
+    // copy that came too late, whatever the timing; then the next call starts clean.
+    pl::set_random_delays(200, 9);
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({4}, {"x"});
+      const auto call = pl::pallas_call(
+          [](pl::Ref x, pl::Ref o, pl::Ref send, pl::Ref recv) {
+            pl::when(pl::axis_index("x") == 1, [&] {
+              auto copy = pl::make_async_remote_copy(x, o, send, recv, pl::DeviceId({2}));
+              copy.start();
+              copy.wait_send();
+            });
+          },
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)},
+                       .scratch_shapes = {pl::SemaphoreType::DMA, pl::SemaphoreType::DMA}},
+          pl::ShapeDtype({2, 8}, pl::f32), backend);
+      auto f = pl::shard_map([&](const pl::Array& b) { return call(b); }, mesh, {pl::P("x")}, {pl::P("x")});
+      for (int round = 0; round < 3; ++round) {
+        std::string m;
+        try {
+          f(iota({8, 8}));
+        } catch (const RuntimeError& e) {
+          m = e.what();
+        }
+        INFO(m);
+        REQUIRE_FALSE(m.empty());
+        CHECK(((m.find("`scratch 1` is 64 when the kernel ends") != std::string::npos) ||
+               (m.find("device 1 (x=1)") != std::string::npos && m.find("device 2 (x=2)") != std::string::npos &&
+                m.find("ended") != std::string::npos)));
+        if (m.find("reached device 2 (x=2) after") != std::string::npos) {  // the receiving process's report
+          CHECK(m.find("from device 1 (x=1), core 0,") != std::string::npos);
+          CHECK(m.find("distributed_test.cpp:") != std::string::npos);  // the pallas_call
+          CHECK(m.find("Make the receiver wait for it") != std::string::npos);
+        }
+      }
+      const pl::Array w = iota({16, 4});
+      check_like_threads([&] {
+        return pl::shard_map([&](const pl::Array& b) { return seed::make_ag(b, false, backend); }, mesh, {pl::P("x")},
+                             {pl::P()})(w);
+      });
+    });
+    pl::set_random_delays(0);
+  }
+
   TEST_CASE("errors across processes: a deadlock is reported on every process") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       pl::Mesh mesh({4}, {"x"});
