@@ -171,13 +171,20 @@ TEST_SUITE("runtime") {
     for (int round = 0; round < 20 && !pinned; ++round)
       pinned = launch([&] { REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0); });
     REQUIRE(pinned);
+    // Pinned and never moved, the worker could run nowhere else. Moved, it gets its cores back as it
+    // claims the task, so on a machine busy with other work the scheduler may occasionally queue it
+    // on the caller's core again before the task reads its core: count the rounds, don't require all.
+    int on_a_worker = 0, elsewhere = 0;
     for (int round = 0; round < 5; ++round) {
       int cpu = -1;
       if (launch([&] { cpu = sched_getcpu(); })) {
-        INFO("round ", round);
-        CHECK(cpu != here);
+        ++on_a_worker;
+        if (cpu != here) ++elsewhere;
       }
     }
+    INFO(elsewhere, " of ", on_a_worker, " tasks run by a worker ran off the caller's core");
+    CHECK(on_a_worker == 5);  // task 0 spins until task 1 starts: only a worker can run task 1
+    CHECK(elsewhere > 0);
     REQUIRE(sched_setaffinity(0, sizeof all, &all) == 0);
   }
 
