@@ -119,7 +119,7 @@ LaunchGroup::LaunchGroup(std::vector<std::string> members, std::string scope, La
       // The waits' values as they are now: others ran since each participant blocked.
       for (Participant& p : participants_)
         if (p.state == State::blocked && p.describe) p.on = (*p.describe)();
-      if (!failure_) failure_ = report();
+      if (!failure_) deadlocked();
     });
   }
 }
@@ -289,7 +289,7 @@ void LaunchGroup::wait(std::unique_lock<std::mutex>& lock, Seat seat, const std:
     me.done = nullptr;
     me.state = before;
   }
-  if (failure_) throw Fault(*failure_);
+  if (failure_) throw_failure();
 }
 
 void LaunchGroup::scheduled_wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
@@ -302,17 +302,17 @@ void LaunchGroup::scheduled_wait(std::unique_lock<std::mutex>& lock, Seat seat, 
     me.done = &done;
     me.describe = &on;
     // Returns once the condition holds and it is this participant's turn, or once nobody can run
-    // (the schedule then had report() written into failure_).
+    // (the schedule then had the deadlock written into failure_).
     schedule_->block(lock, schedule_seat(seat), done);
     me.done = nullptr;
     me.describe = nullptr;
     me.state = before;
   }
-  if (failure_) throw Fault(*failure_);
+  if (failure_) throw_failure();
 }
 
 void LaunchGroup::check() {
-  if (failure_) throw Fault(*failure_);
+  if (failure_) throw_failure();
   for (const Participant& p : participants_) {
     switch (p.state) {
       case State::absent:   // its device may still launch the kernel
@@ -327,23 +327,31 @@ void LaunchGroup::check() {
     }
   }
   if (!transport_.stuck_everywhere(*this)) return;
-  if (failure_) throw Fault(*failure_);  // found by the transport meanwhile
-  failure_ = report();
+  if (failure_) throw_failure();  // found by the transport meanwhile
+  deadlocked();
   changed_.notify_all();
-  throw Fault(*failure_);
+  throw_failure();
 }
 
-std::string LaunchGroup::report() const {
+void LaunchGroup::throw_failure() const { throw Fault(*failure_, deadlock_); }
+
+void LaunchGroup::deadlocked() {
+  // The report lists every participant; the blocked ones' waits are also kept as data, for telling
+  // this failure from its cause (rt::Consequences).
+  auto deadlock = std::make_shared<Deadlock>();
   std::string s = fmt::format("{} in {}; every participant waits or is done:", kDeadlockReport, scope_);
   for (size_t i = 0; i < participants_.size(); ++i) {
     const Participant& p = participants_[i];
     const std::string& member = members_[i / static_cast<size_t>(cores_)];
     const std::string who = cores_ > 1 ? fmt::format("{}, core {}", member, i % cores_) : member;
     switch (p.state) {
-      case State::blocked:
-        s += fmt::format("\n    {}: {} at {}", who, p.on.what, p.on.loc.str());
-        if (p.on.need > 0) s += fmt::format(": holds {} of {}{}", p.on.have, p.on.need, p.on.unit);
+      case State::blocked: {
+        std::string on = fmt::format("{} at {}", p.on.what, p.on.loc.str());
+        if (p.on.need > 0) on += fmt::format(": holds {} of {}{}", p.on.have, p.on.need, p.on.unit);
+        s += fmt::format("\n    {}: {}", who, on);
+        deadlock->waits.push_back(Deadlock::Wait{who, std::move(on)});
         break;
+      }
       case State::finished: s += fmt::format("\n    {}: finished the kernel", who); break;
       case State::stopped: s += fmt::format("\n    {}: stopped before launching it ({})", who, p.on.what); break;
       case State::elsewhere: s += fmt::format("\n    {}: waits or is done in another process", who); break;
@@ -353,7 +361,8 @@ std::string LaunchGroup::report() const {
   s += "\n  no copies are in flight: copies between participants land when they start, or when their core blocks";
   s += "\n  fix: every wait needs a matching copy or signal from a participant that is still running; check which one "
        "should have sent what the blocked ones wait for";
-  return s;
+  failure_ = std::move(s);
+  deadlock_ = std::move(deadlock);
 }
 
 // ---- remote operations ------------------------------------------------------------------------------

@@ -159,11 +159,6 @@ class LaunchGroup {
   // Throws Fault with the deadlock report when nothing can make progress.
   void wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
             const std::function<BlockedOn()>& on);
-  // The deadlock report, once the group found one: every participant that was waiting fails with it.
-  std::optional<std::string> failure() {
-    std::lock_guard lock(mutex_);
-    return failure_;
-  }
   // Wakes every waiter: a semaphore changed. Called without the lock, it takes it first, so that a
   // waiter between its check and its sleep cannot miss the change.
   void notify() {
@@ -189,7 +184,10 @@ class LaunchGroup {
   // wait() under the seed schedule: the turn goes on while the participant waits.
   void scheduled_wait(std::unique_lock<std::mutex>& lock, Seat seat, const std::function<bool()>& done,
                       const std::function<BlockedOn()>& on);
-  std::string report() const;
+  // Finds the group deadlocked (the lock held): its report and waits become the group's failure.
+  void deadlocked();
+  // Throws the group's failure (the lock held; failure_ set).
+  [[noreturn]] void throw_failure() const;
 
   std::vector<std::string> members_;
   std::string scope_;
@@ -203,7 +201,9 @@ class LaunchGroup {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Participant> participants_;
+  // The deadlock report, once the group found one: every participant that was waiting fails with it.
   std::optional<std::string> failure_;
+  std::shared_ptr<const Deadlock> deadlock_;  // its waits, as data (RuntimeError::deadlock)
   std::unique_ptr<Schedule> schedule_;
 };
 

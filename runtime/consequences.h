@@ -9,13 +9,17 @@
 #pragma once
 
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "jit/ir/diagnostics.h"
+
 namespace tessera::rt {
 
-// The start of every deadlock report (LaunchGroup::report): the failure of the ones left waiting.
+// The start of every deadlock report's text (LaunchGroup): the failure of the ones left waiting. Only
+// words: whether a failure is a deadlock is its RuntimeError::deadlock, never this text.
 inline constexpr std::string_view kDeadlockReport = "deadlock: nothing can make progress";
 
 // Gathers the consequences of one first failure, in the order they happened.
@@ -26,8 +30,10 @@ class Consequences {
 
   // `failure` of `who` ("device 1, core 0"; empty: the failure's own place) happened after the cause.
   void add(const std::string& who, const std::exception_ptr& failure);
-  // A failure known only as text (a message from another process, a transport's late report).
+  // A failure known only as text (a transport's late report, another process's failure).
   void add_text(const std::string& who, std::string_view message);
+  // A deadlock `who` ran into (`message`, its report): a note for each blocked participant.
+  void add_deadlock(const std::string& who, const Deadlock& deadlock, std::string_view message);
   // The notes, deduplicated and capped.
   std::vector<std::string> notes() const;
 
@@ -35,6 +41,21 @@ class Consequences {
   std::vector<std::string> lines_;  // deduplicated, in order
   void line(std::string text);
 };
+
+// Whether `failure` is a deadlock report (RuntimeError::deadlock): what the ones left waiting ran
+// into, which a failure of their own goes before.
+bool is_deadlock(const std::exception_ptr& failure);
+
+// A failure as it crosses between processes (Transport::exchange): its message and, for a deadlock,
+// the waits, so that every process tells the cause from its consequences by the same data.
+struct SentFailure {
+  std::string message;
+  std::optional<Deadlock> deadlock;  // set: a deadlock report, which another failure goes before
+};
+// "" when `failure` is null.
+std::string encode_failure(const std::exception_ptr& failure);
+// What encode_failure wrote; nullopt for "".
+std::optional<SentFailure> decode_failure(std::string_view encoded);
 
 // Rethrows `cause` with `notes` after it: a RuntimeError keeps its type, place, line, time and
 // first line (`problem` replaces its problem when given); any other error is rethrown as it is.

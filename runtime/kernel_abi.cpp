@@ -14,10 +14,12 @@ namespace tessera::rt {
 
 namespace {
 
-int32_t fail(CoreContext* core, int32_t op, const std::string& message) {
-  if (!core->fault) core->fault.emplace(message, core->point, op >= 0 ? core->fn->ops[op].loc : SourceLoc{});
+int32_t fail(CoreContext* core, int32_t op, const Fault& fault) {
+  if (!core->fault) core->fault.emplace(fault.at(core->point, op >= 0 ? core->fn->ops[op].loc : SourceLoc{}));
   return 1;
 }
+
+int32_t fail(CoreContext* core, int32_t op, const std::string& message) { return fail(core, op, Fault(message)); }
 
 // Runs an ABI function's body; no exception may cross into compiled code, so any is recorded as the
 // core's failure (the kernel then stops at its next check).
@@ -25,8 +27,8 @@ template <class F, class R>
 R guarded(CoreContext* core, int32_t op, R on_failure, F body) {
   try {
     return body();
-  } catch (const Fault& f) {
-    fail(core, op, f.what());
+  } catch (const Fault& f) {  // a deadlock report stays one (Fault::at)
+    fail(core, op, f);
   } catch (const std::bad_alloc&) {
     fail(core, op, "out of memory while running the kernel");
   } catch (const UserError& e) {  // make_buffer: out of memory, naming the buffer and its bytes

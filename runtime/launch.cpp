@@ -412,7 +412,7 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
         collective_end(ctx);  // the interpreter's cores got there themselves
       } catch (const Fault& f) {
         // In a launch group, at the pallas_call: the kernel's end has no line of its own.
-        ctx.fault = RuntimeError(f.what(), ctx.point, group ? group->key().loc : SourceLoc{});
+        ctx.fault = f.at(ctx.point, group ? group->key().loc : SourceLoc{});
       }
     }
     if (ctx.fault) turn.failed(std::make_exception_ptr(*ctx.fault));
@@ -636,16 +636,7 @@ std::vector<Array> launch_together(const std::string& scope, std::span<const Par
 
   // A participant's own failure is the cause; the deadlock report of the ones left waiting for it is
   // a consequence (and the cause when there is nothing else). Of several, the first to fail.
-  const std::optional<std::string> deadlock = group.failure();
-  auto consequence = [&](size_t i) {
-    try {
-      std::rethrow_exception(failures.error(i));
-    } catch (const RuntimeError& e) {
-      return deadlock && e.problem() == *deadlock;
-    } catch (...) {
-      return false;
-    }
-  };
+  auto consequence = [&](size_t i) { return is_deadlock(failures.error(i)); };
   size_t first = participants.size();
   for (size_t i = 0; i < participants.size(); ++i) {
     if (!failures.error(i)) continue;
@@ -676,31 +667,27 @@ namespace {
 // before any deadlock report (what the others ran into while waiting for it). `mine`: this process's
 // failure, if any. Returns normally when no process failed.
 void agree_on_failure(Transport& transport, std::exception_ptr mine) {
-  std::string encoded;  // "" none, "D..." a deadlock report, "E..." any other failure
-  if (mine) {
-    try {
-      std::rethrow_exception(mine);
-    } catch (const std::exception& e) {
-      const std::string what = e.what();
-      encoded = (what.find(kDeadlockReport) != std::string::npos ? "D" : "E") + what;
-    } catch (...) {
-      encoded = "Eunknown failure";
-    }
-  }
-  const std::vector<std::string> all = transport.exchange(encoded);
+  std::vector<std::optional<SentFailure>> all;
+  for (const std::string& sent : transport.exchange(encode_failure(mine))) all.push_back(decode_failure(sent));
   size_t chosen = all.size();
-  for (char kind : {'E', 'D'}) {
+  for (bool deadlock : {false, true}) {
     for (size_t p = 0; p < all.size() && chosen == all.size(); ++p)
-      if (!all[p].empty() && all[p][0] == kind) chosen = p;
+      if (all[p] && all[p]->deadlock.has_value() == deadlock) chosen = p;
     if (chosen < all.size()) break;
   }
   if (chosen == all.size()) return;
   // What the other processes ran into follows as notes.
   Consequences after;
-  for (size_t p = 0; p < all.size(); ++p)
-    if (p != chosen && !all[p].empty()) after.add_text(fmt::format("process {}", p), all[p].substr(1));
+  for (size_t p = 0; p < all.size(); ++p) {
+    if (p == chosen || !all[p]) continue;
+    const std::string who = fmt::format("process {}", p);
+    if (all[p]->deadlock)
+      after.add_deadlock(who, *all[p]->deadlock, all[p]->message);
+    else
+      after.add_text(who, all[p]->message);
+  }
   if (chosen == static_cast<size_t>(transport.process_index())) rethrow_with_notes(mine, after.notes());
-  const std::string problem = fmt::format("process {} of {} failed: {}", chosen, all.size(), all[chosen].substr(1));
+  const std::string problem = fmt::format("process {} of {} failed: {}", chosen, all.size(), all[chosen]->message);
   throw RuntimeError(problem, ExecutionPoint{}, SourceLoc{}).retold(problem, after.notes());
 }
 

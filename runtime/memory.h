@@ -20,14 +20,18 @@
 
 namespace tessera::rt {
 
-// A failed check while a kernel runs; the backend adds where it happened.
+// A failed check while a kernel runs; the backend adds where it happened (at()).
 class Fault : public std::exception {
  public:
-  explicit Fault(std::string message) : message_(std::move(message)) {}
+  explicit Fault(std::string message, std::shared_ptr<const Deadlock> deadlock = nullptr)
+      : message_(std::move(message)), deadlock_(std::move(deadlock)) {}
   const char* what() const noexcept override { return message_.c_str(); }
+  // The failure where it happened; a deadlock report stays one (RuntimeError::deadlock).
+  RuntimeError at(ExecutionPoint where, SourceLoc loc) const { return RuntimeError(message_, std::move(where), loc, deadlock_); }
 
  private:
   std::string message_;
+  std::shared_ptr<const Deadlock> deadlock_;
 };
 
 class Buffer {

@@ -54,9 +54,15 @@ RuntimeError::RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc
       loc_(loc),
       sequence_(sequence) {}
 
+RuntimeError::RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc, std::shared_ptr<const Deadlock> deadlock)
+    : RuntimeError(std::move(what), std::move(where), loc) {
+  deadlock_ = std::move(deadlock);
+}
+
 RuntimeError RuntimeError::retold(std::string what, const std::vector<std::string>& more) const {
   RuntimeError told(std::move(what), where_, loc_, sequence_);
   told.notes_ = notes_;
+  told.deadlock_ = deadlock_;
   told.notes_.insert(told.notes_.end(), more.begin(), more.end());
   std::string message = told.Error::what();
   for (const std::string& note : told.notes_) message += "\n  note:  " + note;

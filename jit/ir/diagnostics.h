@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <source_location>
 #include <stdexcept>
@@ -78,10 +79,26 @@ struct ExecutionPoint {
 // device's, and what the others then ran into), the lowest is the cause.
 uint64_t next_failure_sequence();
 
+// A deadlock, as data: every participant of a launch waits or is done, and these are the blocked
+// ones, each with what it waits on (as its report words it). A failure that carries one is what the
+// participants left waiting ran into: when another failure of the launch exists, that one is the
+// cause and this a consequence (rt::Consequences tells it as one note per wait). Set where the
+// deadlock is found (rt::LaunchGroup), never read back out of the report's text.
+struct Deadlock {
+  struct Wait {
+    std::string participant;  // "device 1 (i=1)", "device 0 (i=0), core 1", "function 1 (...) at c=0"
+    std::string on;           // "semaphore_wait on ... at k.cpp:12: holds 1 of 2"
+    bool operator==(const Wait&) const = default;
+  };
+  std::vector<Wait> waits;
+};
+
 // A failure inside a running kernel, reported on the host after the launch returned.
 class RuntimeError : public Error {
  public:
   RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc);
+  // A deadlock report (`deadlock` not null): `what` is the report's text, `deadlock` its waits.
+  RuntimeError(std::string what, ExecutionPoint where, SourceLoc loc, std::shared_ptr<const Deadlock> deadlock);
   // A failure found at an instant taken earlier (a next_failure_sequence() value): a check after a
   // launch that several devices made together dates its failure by the launch, so that the devices'
   // findings tie and the first device's wins (rt::run_on_devices), whichever thread got there first.
@@ -91,6 +108,9 @@ class RuntimeError : public Error {
   SourceLoc loc() const { return loc_; }
   // When the failure happened (next_failure_sequence() at construction; copies keep it).
   uint64_t sequence() const { return sequence_; }
+  // The deadlock this failure reports, or null when it is a failure of its own (copies and retold
+  // ones keep it).
+  const std::shared_ptr<const Deadlock>& deadlock() const { return deadlock_; }
   // What others (cores, devices, processes) ran into after this failure, one line each: shown after
   // the error as "note:" lines, never instead of it.
   const std::vector<std::string>& notes() const { return notes_; }
@@ -103,6 +123,7 @@ class RuntimeError : public Error {
   SourceLoc loc_;
   uint64_t sequence_;
   std::vector<std::string> notes_;
+  std::shared_ptr<const Deadlock> deadlock_;
 };
 
 // Differential mode (CallOptions::check_against_interpreter): an output of the compiled kernel differs

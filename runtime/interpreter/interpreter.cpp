@@ -298,7 +298,7 @@ void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
   try {
     collective_ready(ctx);
   } catch (const Fault& f) {
-    throw RuntimeError(f.what(), ctx.point, ctx.group() ? ctx.group()->key().loc : SourceLoc{});
+    throw f.at(ctx.point, ctx.group() ? ctx.group()->key().loc : SourceLoc{});
   }
   exec_region(frame, fn_.body, std::move(params));
   // The kernel's copies land before it counts as finished: in a launch group others may wait for them.
@@ -308,7 +308,7 @@ void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
     collective_end(ctx);
   } catch (const Fault& f) {
     // In a launch group, at the pallas_call: the kernel's end has no line of its own.
-    throw RuntimeError(f.what(), ctx.point, ctx.group() ? ctx.group()->key().loc : SourceLoc{});
+    throw f.at(ctx.point, ctx.group() ? ctx.group()->key().loc : SourceLoc{});
   }
 }
 
@@ -326,7 +326,7 @@ std::vector<Value> Interpreter::exec_region(Frame& frame, ir::RegionId region, s
     try {
       exec_op(frame, op);
     } catch (const Fault& f) {
-      throw RuntimeError(f.what(), frame.ctx.point, op.loc);
+      throw f.at(frame.ctx.point, op.loc);
     } catch (const std::bad_alloc&) {
       throw RuntimeError("out of memory while running the kernel", frame.ctx.point, op.loc);
     }
@@ -339,7 +339,7 @@ std::vector<Value> Interpreter::exec_region(Frame& frame, ir::RegionId region, s
     try {
       frame.ctx.dma.release(lo, hi, /*forget=*/false);
     } catch (const Fault& f) {
-      throw RuntimeError(f.what(), frame.ctx.point, alloc->loc);
+      throw f.at(frame.ctx.point, alloc->loc);
     }
   }
   return yielded;

@@ -100,4 +100,54 @@ TEST_SUITE("dsl") {
                        [](const RuntimeError& e) { return e.where().device == 1; });
     });
   }
+
+  TEST_CASE("first failure: a deadlock report carries its waits as data, in both backends") {
+    // Whether a failure is a deadlock (a consequence when another failure exists) is read from this
+    // data, never from the report's words.
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({2}, {"i"});
+      const int wait_line = __LINE__ + 4;
+      auto kernel = [](pl::Ref o, pl::Ref sem) {
+        // Device 0 signals device 1 twice; both wait for 2: device 0 never gets them.
+        pl::when(pl::axis_index("i") == 0, [&] { pl::semaphore_signal(sem, 2, pl::DeviceId({{"i", 1}})); });
+        pl::semaphore_wait(sem, 2);
+        o() = pl::zeros_like(o);
+      };
+      auto f = pl::shard_map(
+          [&](const pl::Array&) {
+            return pl::pallas_call(kernel, pl::GridSpec{.scratch_shapes = {pl::SemaphoreType::REGULAR}},
+                                   pl::ShapeDtype({1}, pl::f32), backend)();
+          },
+          mesh, {pl::P("i")}, {pl::P("i")});
+      try {
+        f(pl::Array::zeros({2}, pl::f32));
+        FAIL("expected a RuntimeError");
+      } catch (const RuntimeError& e) {
+        REQUIRE(e.deadlock());
+        REQUIRE(e.deadlock()->waits.size() == 1);
+        const Deadlock::Wait& wait = e.deadlock()->waits[0];
+        CHECK(wait.participant == "device 0 (i=0)");
+        CHECK(wait.on.starts_with("semaphore_wait on semaphore `scratch 0`"));
+        CHECK(wait.on.ends_with(fmt::format("first_failure_test.cpp:{}: holds 0 of 2", wait_line)));
+        // The report says the same in words.
+        CHECK(e.problem().find(fmt::format("\n    {}: {}", wait.participant, wait.on)) != std::string::npos);
+      }
+      // A failure of its own is none.
+      auto oob = pl::shard_map(
+          [&](const pl::Array& x) {
+            // Device 1 reads past its block.
+            auto reads_past = [](pl::Ref a, pl::Ref b) { b() = a(pl::ds(pl::where(pl::axis_index("i") == 1, 4, 0), 4)); };
+            return pl::pallas_call(reads_past, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32), backend)(x);
+          },
+          mesh, {pl::P("i")}, {pl::P("i")});
+      try {
+        oob(pl::Array::zeros({8}, pl::f32));
+        FAIL("expected a RuntimeError");
+      } catch (const RuntimeError& e) {
+        CHECK(e.problem().find("out-of-bounds slice") != std::string::npos);
+        CHECK(e.where().device == 1);
+        CHECK_FALSE(e.deadlock());
+      }
+    });
+  }
 }

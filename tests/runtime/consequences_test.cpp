@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <exception>
+#include <memory>
 #include <source_location>
+#include <stdexcept>
 
 #include "jit/ir/diagnostics.h"
 #include "runtime/consequences.h"
@@ -18,16 +20,20 @@ std::exception_ptr runtime_error(const std::string& what, int device, SourceLoc 
   return std::make_exception_ptr(RuntimeError(what, ExecutionPoint{device, 0, {}, {}}, loc));
 }
 
-// A deadlock report as LaunchGroup::report words it: device 1 and 3 wait, device 2 stopped.
-std::string deadlock_report() {
-  return std::string(kDeadlockReport) +
-         " in shard_map; every participant waits or is done:\n"
-         "    device 0: finished the kernel\n"
-         "    device 1: semaphore_wait on the barrier semaphore at k.cpp:12: holds 1 of 2\n"
-         "    device 2: stopped before launching it (its function threw)\n"
-         "    device 3: semaphore_wait on the barrier semaphore at k.cpp:12: holds 1 of 2\n"
-         "  no copies are in flight: copies between participants land when they start, or when their core blocks\n"
-         "  fix: every wait needs a matching copy or signal";
+// A deadlock as LaunchGroup finds it: device 1 and 3 wait, device 2 stopped. `text` is its report
+// (only words: the waits are read from the data).
+std::exception_ptr deadlock_error(int device, const std::string& text = "") {
+  const std::string on = "semaphore_wait on the barrier semaphore at k.cpp:12: holds 1 of 2";
+  auto deadlock = std::make_shared<Deadlock>(Deadlock{{{"device 1", on}, {"device 3", on}}});
+  const std::string report = !text.empty() ? text
+                                           : std::string(kDeadlockReport) +
+                                                 " in shard_map; every participant waits or is done:\n"
+                                                 "    device 0: finished the kernel\n"
+                                                 "    device 1: " + on + "\n"
+                                                 "    device 2: stopped before launching it (its function threw)\n"
+                                                 "    device 3: " + on + "\n"
+                                                 "  fix: every wait needs a matching copy or signal";
+  return std::make_exception_ptr(RuntimeError(report, ExecutionPoint{device, 0, {}, {}}, SourceLoc{}, deadlock));
 }
 
 }  // namespace
@@ -36,13 +42,56 @@ TEST_SUITE("runtime") {
   TEST_CASE("consequences: a deadlock report becomes one note per blocked participant, said once") {
     Consequences after;
     // Every waiter throws the same report: its waits are told once.
-    after.add("device 1", runtime_error(deadlock_report(), 1, {}));
-    after.add("device 3", runtime_error(deadlock_report(), 3, {}));
+    after.add("device 1", deadlock_error(1));
+    after.add("device 3", deadlock_error(3));
     const std::vector<std::string> notes = after.notes();
     REQUIRE(notes.size() == 2);
     CHECK(notes[0] == "device 1 then waited for what never came: semaphore_wait on the barrier semaphore at k.cpp:12: "
                       "holds 1 of 2");
     CHECK(notes[1].starts_with("device 3 then waited"));
+  }
+
+  TEST_CASE("consequences: whether a failure is a deadlock is its data, not its words") {
+    // Reworded, a deadlock report is still one; a failure of its own that starts like one is not.
+    Consequences after;
+    after.add("device 1", deadlock_error(1, "every participant is stuck\n    device 1: reworded"));
+    after.add("device 2", runtime_error(std::string(kDeadlockReport) + " (quoted)\n    device 0: waits", 2, {}));
+    CHECK(after.notes() ==
+          std::vector<std::string>{
+              "device 1 then waited for what never came: semaphore_wait on the barrier semaphore at k.cpp:12: holds 1 of 2",
+              "device 3 then waited for what never came: semaphore_wait on the barrier semaphore at k.cpp:12: holds 1 of 2",
+              fmt::format("device 2 then failed: {} (quoted)", kDeadlockReport)});
+    CHECK(is_deadlock(deadlock_error(1, "reworded")));
+    CHECK_FALSE(is_deadlock(runtime_error(std::string(kDeadlockReport), 2, {})));
+    CHECK_FALSE(is_deadlock(std::make_exception_ptr(std::runtime_error("deadlock"))));
+    CHECK_FALSE(is_deadlock(nullptr));
+    // Told again (a scope's prefix), a deadlock stays one.
+    try {
+      std::rethrow_exception(deadlock_error(1));
+    } catch (const RuntimeError& e) {
+      CHECK(e.retold("mpmd_map: " + e.problem()).deadlock() == e.deadlock());
+    }
+  }
+
+  TEST_CASE("consequences: a failure crosses between processes with its kind and waits") {
+    // Framing characters in the texts are only text.
+    const std::string message = "2:x: a message\nwith 12:lines";
+    const std::optional<SentFailure> own = decode_failure(encode_failure(runtime_error(message, 1, {})));
+    REQUIRE(own);
+    CHECK(own->message == RuntimeError(message, ExecutionPoint{1, 0, {}, {}}, SourceLoc{}).what());
+    CHECK_FALSE(own->deadlock);
+    const std::optional<SentFailure> deadlock = decode_failure(encode_failure(deadlock_error(3, "reworded: 1:")));
+    REQUIRE(deadlock);
+    REQUIRE(deadlock->deadlock);
+    CHECK(deadlock->deadlock->waits.size() == 2);
+    CHECK(deadlock->deadlock->waits[1] ==
+          Deadlock::Wait{"device 3", "semaphore_wait on the barrier semaphore at k.cpp:12: holds 1 of 2"});
+    CHECK(deadlock->message.starts_with("reworded: 1:\n  where: device 3"));
+    const std::optional<SentFailure> other = decode_failure(encode_failure(std::make_exception_ptr(std::runtime_error("lost"))));
+    REQUIRE(other);
+    CHECK(other->message == "lost");
+    CHECK_FALSE(decode_failure(encode_failure(nullptr)));
+    CHECK_THROWS_AS(decode_failure("D12:short"), InternalError);
   }
 
   TEST_CASE("consequences: another failure is told by its place, first line and source line, and many are capped") {
@@ -70,7 +119,7 @@ TEST_SUITE("runtime") {
     const SourceLoc loc(std::source_location::current());
     const RuntimeError cause("out-of-bounds slice", ExecutionPoint{2, 0, {1}, {}}, loc);
     Consequences after;
-    after.add("device 1", runtime_error(deadlock_report(), 1, {}));
+    after.add("device 1", deadlock_error(1));
     try {
       rethrow_with_notes(std::make_exception_ptr(cause), after.notes());
       FAIL("rethrow_with_notes returned");
