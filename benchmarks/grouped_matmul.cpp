@@ -3,7 +3,12 @@
 // empty), on 1 and 2 threads. Each is compared with tessera's dense matmul of the same flops and
 // input dtype (gmm: 2048 x 1024 x 512; tgmm: its k x m times m x n, 1024 x 2048 x 512), which is
 // what grouping costs, and with OpenBLAS doing the same per-group products (one sgemm per group),
-// all measured in the same run.
+// all measured in the same run. Each grouped op and its dense matmul are called in turn, call by
+// call, and the ratio printed is the median of the pairs' ratios: this host's speed drifts by up to
+// 2x within a second (a shared VM), which made the ratio of two medians taken one after the other
+// read 0.6x-1.4x for the same binary. OpenBLAS's rows are followed by a pause that lets its worker
+// threads, which spin a while after each call, go to sleep: they held one of the two cores through
+// the next row, the dense matmul on 2 threads, which then ran at 1-thread speed.
 //
 //   grouped_matmul [--json results.json] [--runs N]
 //   grouped_matmul --profile OP --dtype f32|bf16 [--groups 1|8] [--aligned] [--sizes a,b,...] [--threads T] [--iters N]
@@ -46,17 +51,49 @@ bench::Report run(const Problem& p, int threads, int runs) {
   openblas_set_num_threads(threads);
   bench::Report report(fmt::format("grouped matmul m=2048 k=1024 n=512, 8 groups, {} thread{}", threads, threads > 1 ? "s" : ""));
   const mb::Tiling tiling{128, 128, 128};
-  auto rate = [&](const std::string& name, const std::function<void()>& f, const std::string& baseline = {}) {
-    return report.add_rate(name, bench::measure(f, runs), kFlops, 1e-9, "GFLOP/s", baseline).value;
+  auto rate = [&](const std::string& name, const std::function<void()>& f) {
+    return report.add_rate(name, bench::measure(f, runs), kFlops, 1e-9, "GFLOP/s").value;
   };
-  // A grouped row against the dense one of its dtype, with its ratio to OpenBLAS as a note.
-  auto grouped = [&](const std::string& name, const std::function<void()>& f, const std::string& dense, double blas) {
-    const double v = rate(name, f, dense);
+  // An OpenBLAS row, then the pause that lets its spinning workers sleep (see the top of the file).
+  auto blas_rate = [&](const std::string& name, const std::function<void()>& f) {
+    const double v = rate(name, f);
+    bench::settle_openblas();
+    return v;
+  };
+  // A grouped row against the dense one of its dtype, called in turn (which goes first alternates),
+  // its ratio the median of the pairs' ratios; its ratio to OpenBLAS as a note.
+  auto grouped = [&](const std::string& dense_name, const std::function<void()>& dense, const std::string& name,
+                     const std::function<void()>& f, double blas) {
+    dense();
+    f();
+    bench::Stats d, g;
+    std::vector<double> ratios;
+    auto timed = [](const std::function<void()>& call, bench::Stats& s) {
+      const double t0 = bench::now();
+      call();
+      s.seconds.push_back(bench::now() - t0);
+      return s.seconds.back();
+    };
+    for (int r = 0; r < runs; ++r) {
+      double td = 0, tg = 0;
+      if (r % 2) {
+        td = timed(dense, d);
+        tg = timed(f, g);
+      } else {
+        tg = timed(f, g);
+        td = timed(dense, d);
+      }
+      ratios.push_back(td / tg);
+    }
+    report.add_rate(dense_name, d, kFlops, 1e-9, "GFLOP/s");
+    bench::Row& row = report.add_rate(name, g, kFlops, 1e-9, "GFLOP/s", dense_name);
+    row.ratio = bench::Stats{ratios}.median();
+    const double v = row.value;
     report.note(fmt::format("{}: {:.2f}x OpenBLAS sgemm per group", name, v / blas));
   };
   std::vector<float> c(static_cast<size_t>(m * n)), w(static_cast<size_t>(p.groups * k * n));
 
-  const double blas = rate("OpenBLAS sgemm per group (gmm)", [&] {
+  const double blas = blas_rate("OpenBLAS sgemm per group (gmm)", [&] {
     int64_t row = 0;
     for (int64_t g = 0; g < p.groups; row += kSizes[g], ++g)
       if (kSizes[g])
@@ -68,11 +105,11 @@ bench::Report run(const Problem& p, int threads, int runs) {
     const pl::Array lhs = p.lhs.astype(dt), rhs = p.rhs.astype(dt), dense_rhs = rhs0.astype(dt);
     auto dense = seed::make_matmul(m, k, n, pl::f32, {});
     const std::string dense_name = "tessera dense matmul " + d + ", 2048x1024x512";
-    rate(dense_name, [&] { dense(lhs, dense_rhs); });
-    grouped("megablox gmm " + d, [&] { mb::gmm(lhs, rhs, p.group_sizes, {.tiling = tiling}); }, dense_name, blas);
+    grouped(dense_name, [&] { dense(lhs, dense_rhs); }, "megablox gmm " + d,
+            [&] { mb::gmm(lhs, rhs, p.group_sizes, {.tiling = tiling}); }, blas);
   }
 
-  const double blas_t = rate("OpenBLAS sgemm per group (tgmm)", [&] {
+  const double blas_t = blas_rate("OpenBLAS sgemm per group (tgmm)", [&] {
     int64_t row = 0;
     for (int64_t g = 0; g < p.groups; row += kSizes[g], ++g)
       if (kSizes[g])
@@ -85,8 +122,8 @@ bench::Report run(const Problem& p, int threads, int runs) {
     const pl::Array lhs_t = p.lhs_t.astype(dt), dout = p.dout.astype(dt);
     auto dense = seed::make_matmul(k, m, n, pl::f32, {});
     const std::string dense_name = "tessera dense matmul " + d + ", 1024x2048x512";
-    rate(dense_name, [&] { dense(lhs_t, dout); });
-    grouped("megablox tgmm " + d, [&] { mb::tgmm(lhs_t, dout, p.group_sizes, {.tiling = tiling}); }, dense_name, blas_t);
+    grouped(dense_name, [&] { dense(lhs_t, dout); }, "megablox tgmm " + d,
+            [&] { mb::tgmm(lhs_t, dout, p.group_sizes, {.tiling = tiling}); }, blas_t);
   }
   return report;
 }
