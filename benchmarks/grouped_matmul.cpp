@@ -48,38 +48,6 @@ struct Problem {
   pl::Array dout = pl::Array::random_normal({m, n}, pl::f32, 2), lhs_t = pl::transpose(lhs);
 };
 
-// Calls a and b in turn `runs` times (which goes first alternates) after one warm-up call each:
-// their times, and the median of the pairs' ratios (b's time over a's: a's speed relative to b).
-struct Paired {
-  bench::Stats a, b;
-  double ratio = 0;
-};
-Paired paired(const std::function<void()>& a, const std::function<void()>& b, int runs) {
-  a();
-  b();
-  Paired p;
-  std::vector<double> ratios;
-  auto timed = [](const std::function<void()>& call, bench::Stats& s) {
-    const double t0 = bench::now();
-    call();
-    s.seconds.push_back(bench::now() - t0);
-    return s.seconds.back();
-  };
-  for (int r = 0; r < runs; ++r) {
-    double ta = 0, tb = 0;
-    if (r % 2) {
-      tb = timed(b, p.b);
-      ta = timed(a, p.a);
-    } else {
-      ta = timed(a, p.a);
-      tb = timed(b, p.b);
-    }
-    ratios.push_back(tb / ta);
-  }
-  p.ratio = bench::Stats{ratios}.median();
-  return p;
-}
-
 bench::Report run(const Problem& p, int threads, int runs) {
   pl::set_num_threads(threads);
   openblas_set_num_threads(threads);
@@ -98,7 +66,7 @@ bench::Report run(const Problem& p, int threads, int runs) {
   // its ratio the median of the pairs' ratios; its ratio to OpenBLAS as a note.
   auto grouped = [&](const std::string& dense_name, const std::function<void()>& dense, const std::string& name,
                      const std::function<void()>& f, double blas) {
-    const Paired pr = paired(f, dense, runs);
+    const bench::Paired pr = bench::paired(f, dense, runs);
     report.add_rate(dense_name, pr.b, kFlops, 1e-9, "GFLOP/s");
     bench::Row& row = report.add_rate(name, pr.a, kFlops, 1e-9, "GFLOP/s", dense_name);
     row.ratio = pr.ratio;
@@ -215,7 +183,7 @@ int profile(int argc, char** argv) {
   if (other) {
     // Called in turn with the other op: the median of the pairs' ratios is steadier on this host
     // than two medians taken one after the other.
-    const Paired pr = paired(f, other, iters);
+    const bench::Paired pr = bench::paired(f, other, iters);
     std::printf("%s %s groups=%d: median %.3f ms, %s %.3f ms, paired ratio %.3fx %s\n", op.c_str(),
                 pl::dtype_name(dt).data(), static_cast<int>(g), pr.a.median() * 1e3, versus.c_str(),
                 pr.b.median() * 1e3, pr.ratio, versus.c_str());
