@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace bench {
@@ -42,6 +43,11 @@ inline Stats measure(const std::function<void()>& f, int runs, int warmup = 1, i
   }
   return s;
 }
+
+// Lets other libraries' worker threads (OpenBLAS's, oneDNN's OpenMP team), which spin a while after
+// each call, go to sleep before the next measurement needs the cores: otherwise one of them holds a
+// core through the next row, and a 2-thread row runs at about 1-thread speed.
+inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
 // Calls a and b in turn `runs` times (which goes first alternates) after one warm-up call each:
 // their times and the median of the pairs' ratios (b's time over a's: a's speed relative to b's).

@@ -128,10 +128,6 @@ class DnnlMatmul {
 };
 #endif
 
-// Lets another library's worker threads, which spin a while after each call, go to sleep before
-// the next measurement needs the cores.
-void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
-
 struct Shape {
   const char* name;
   int64_t m, k, n;
@@ -219,7 +215,7 @@ int main(int argc, char** argv) {
       const std::string t = fmt::format("{} thread{}", threads, threads > 1 ? "s" : "");
       auto rate = [&](const std::string& name, const std::function<void()>& f, const std::string& baseline = {},
                       const char* unit = "GFLOP/s") {
-        settle();
+        bench::settle();
         return r.add_rate(name + ", " + t, bench::measure(f, runs), flops, 1e-9, unit,
                           baseline.empty() ? "" : baseline + ", " + t)
             .value;
@@ -272,7 +268,7 @@ int main(int argc, char** argv) {
     }
     // Scaling from 1 to 2 threads, in pairs of neighbouring calls (see the top of the file).
     auto scaling = [&](const std::string& name, const std::function<void()>& call) {
-      settle();
+      bench::settle();
       const bench::Paired pr = bench::paired(
           [&] {
             pl::set_num_threads(2);

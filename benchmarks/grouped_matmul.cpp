@@ -25,6 +25,7 @@
 
 #include <tessera/megablox.hpp>
 
+#include <cinttypes>
 #include <cstdlib>
 #include <ctime>
 
@@ -59,7 +60,7 @@ bench::Report run(const Problem& p, int threads, int runs) {
   // An OpenBLAS row, then the pause that lets its spinning workers sleep (see the top of the file).
   auto blas_rate = [&](const std::string& name, const std::function<void()>& f) {
     const double v = rate(name, f);
-    bench::settle_openblas();
+    bench::settle();
     return v;
   };
   // A grouped row against the dense one of its dtype, called in turn (which goes first alternates),
@@ -141,7 +142,7 @@ int profile(int argc, char** argv) {
   mb::Tiling tiling{128, 128, 128};
   // --tiling tm,tk,tn: gmm's and tgmm's tiles (the dense matmuls keep 128-blocks).
   if (const std::string t = bench::arg(argc, argv, "--tiling"); !t.empty())
-    std::sscanf(t.c_str(), "%ld,%ld,%ld", &tiling.tm, &tiling.tk, &tiling.tn);
+    std::sscanf(t.c_str(), "%" SCNd64 ",%" SCNd64 ",%" SCNd64, &tiling.tm, &tiling.tk, &tiling.tn);
   auto dense = seed::make_matmul(m, k, n, pl::f32, {}), dense_t = seed::make_matmul(k, m, n, pl::f32, {});
   // The gmm-shaped dense matmul on gmm's grid order, (n, m, k): n outer, so lhs is read once per n
   // tile instead of once, as gmm reads it.

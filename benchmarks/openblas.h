@@ -64,9 +64,4 @@ inline void sgemm(const float* a, const float* b, float* c, int64_t m, int64_t k
               a, static_cast<int>(k), b, static_cast<int>(n), 0.0f, c, static_cast<int>(n));
 }
 
-// Lets OpenBLAS's worker threads, which spin (sched_yield) a while after each call, go to sleep
-// before the next measurement needs the cores: otherwise one of them holds a core through the next
-// row, and a 2-thread row runs at about 1-thread speed.
-inline void settle_openblas() { usleep(200'000); }
-
 }  // namespace bench
