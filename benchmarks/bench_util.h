@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace bench {
@@ -41,6 +42,45 @@ inline Stats measure(const std::function<void()>& f, int runs, int warmup = 1, i
     s.seconds.push_back((now() - t0) / batch);
   }
   return s;
+}
+
+// Lets other libraries' worker threads (OpenBLAS's, oneDNN's OpenMP team), which spin a while after
+// each call, go to sleep before the next measurement needs the cores: otherwise one of them holds a
+// core through the next row, and a 2-thread row runs at about 1-thread speed.
+inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+
+// Calls a and b in turn `runs` times (which goes first alternates) after one warm-up call each:
+// their times and the median of the pairs' ratios (b's time over a's: a's speed relative to b's).
+// On a host whose speed drifts (a shared VM: up to 2x within a second), two medians taken one after
+// the other compare the drift as much as the code; pairs of neighbouring calls compare the code.
+struct Paired {
+  Stats a, b;
+  double ratio = 0;
+};
+inline Paired paired(const std::function<void()>& a, const std::function<void()>& b, int runs) {
+  a();
+  b();
+  Paired p;
+  std::vector<double> ratios;
+  auto timed = [](const std::function<void()>& call, Stats& s) {
+    const double t0 = now();
+    call();
+    s.seconds.push_back(now() - t0);
+    return s.seconds.back();
+  };
+  for (int r = 0; r < runs; ++r) {
+    double ta = 0, tb = 0;
+    if (r % 2) {
+      tb = timed(b, p.b);
+      ta = timed(a, p.a);
+    } else {
+      ta = timed(a, p.a);
+      tb = timed(b, p.b);
+    }
+    ratios.push_back(tb / ta);
+  }
+  p.ratio = Stats{ratios}.median();
+  return p;
 }
 
 struct Row {

@@ -13,6 +13,11 @@
 //
 // --shape keeps only the shapes whose name contains TEXT ("512", "decode"), --dtype only one dtype's
 // rows (tessera's and its baselines'; the peak loops are skipped): quicker comparisons.
+//
+// Each shape ends with a note per tessera row: its scaling from 1 to 2 threads measured in pairs,
+// a 2-thread call next to a 1-thread call, the median of the pairs' ratios. The rows' own 1- and
+// 2-thread medians are taken seconds apart, and on a host whose speed drifts (a shared VM) their
+// ratio read 1.33x-2.40x in three runs in a row of the same build.
 #include <tessera/tessera.hpp>
 
 #include <immintrin.h>
@@ -123,10 +128,6 @@ class DnnlMatmul {
 };
 #endif
 
-// Lets another library's worker threads, which spin a while after each call, go to sleep before
-// the next measurement needs the cores.
-void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
-
 struct Shape {
   const char* name;
   int64_t m, k, n;
@@ -214,7 +215,7 @@ int main(int argc, char** argv) {
       const std::string t = fmt::format("{} thread{}", threads, threads > 1 ? "s" : "");
       auto rate = [&](const std::string& name, const std::function<void()>& f, const std::string& baseline = {},
                       const char* unit = "GFLOP/s") {
-        settle();
+        bench::settle();
         return r.add_rate(name + ", " + t, bench::measure(f, runs), flops, 1e-9, unit,
                           baseline.empty() ? "" : baseline + ", " + t)
             .value;
@@ -264,6 +265,35 @@ int main(int argc, char** argv) {
         auto i8_call = seed::make_matmul(s.m, s.k, s.n, pl::i32, {}, b8);
         rate("tessera int8 in, i32 acc, i32 out", [&] { i8_call(x8, y8); }, int8_base, "GOP/s");
       }
+    }
+    // Scaling from 1 to 2 threads, in pairs of neighbouring calls (see the top of the file).
+    auto scaling = [&](const std::string& name, const std::function<void()>& call) {
+      bench::settle();
+      const bench::Paired pr = bench::paired(
+          [&] {
+            pl::set_num_threads(2);
+            call();
+          },
+          [&] {
+            pl::set_num_threads(1);
+            call();
+          },
+          runs);
+      r.note(fmt::format("{}: {:.2f}x from 1 to 2 threads (median of {} paired calls)", name, pr.ratio, runs));
+    };
+    if (wanted("f32")) {
+      auto f32_call = seed::make_matmul(s.m, s.k, s.n, pl::f32, {}, s.blocks);
+      scaling("tessera f32", [&] { f32_call(x32, y32); });
+    }
+    if (wanted("bf16")) {
+      auto bf16_call = seed::make_matmul(s.m, s.k, s.n, pl::f32, {}, s.blocks);
+      scaling("tessera bf16 in, f32 acc, f32 out", [&] { bf16_call(x16, y16); });
+    }
+    if (run_int8) {
+      seed::Blocks b8 = s.blocks;
+      b8.acc = pl::i32;
+      auto i8_call = seed::make_matmul(s.m, s.k, s.n, pl::i32, {}, b8);
+      scaling("tessera int8 in, i32 acc, i32 out", [&] { i8_call(x8, y8); });
     }
     if (!run_int8 && wanted("int8"))
       r.note(int8 ? "int8: skipped at this size (tessera's int8 dot is a scalar-order loop nest today)"

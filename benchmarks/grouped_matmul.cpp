@@ -3,21 +3,29 @@
 // empty), on 1 and 2 threads. Each is compared with tessera's dense matmul of the same flops and
 // input dtype (gmm: 2048 x 1024 x 512; tgmm: its k x m times m x n, 1024 x 2048 x 512), which is
 // what grouping costs, and with OpenBLAS doing the same per-group products (one sgemm per group),
-// all measured in the same run.
+// all measured in the same run. Each grouped op and its dense matmul are called in turn, call by
+// call, and the ratio printed is the median of the pairs' ratios: this host's speed drifts by up to
+// 2x within a second (a shared VM), which made the ratio of two medians taken one after the other
+// read 0.6x-1.4x for the same binary. OpenBLAS's rows are followed by a pause that lets its worker
+// threads, which spin a while after each call, go to sleep: they held one of the two cores through
+// the next row, the dense matmul on 2 threads, which then ran at 1-thread speed.
 //
 //   grouped_matmul [--json results.json] [--runs N]
-//   grouped_matmul --profile OP --dtype f32|bf16 [--groups 1|8] [--aligned] [--sizes a,b,...] [--threads T] [--iters N]
+//   grouped_matmul --profile OP [--versus OP2 | --versus-threads T2] --dtype f32|bf16 [--groups 1|8] [--aligned] [--sizes a,b,...] [--threads T] [--iters N]
 //
 // --profile runs only OP (gmm, tgmm, dense: the gmm-shaped matmul, dense_t: the tgmm-shaped one,
 // dense_n: the gmm-shaped matmul on gmm's grid order, n tiles outermost) N times after a warm-up
 // and prints one line, its wall and CPU-time medians, for `perf record` to see that op alone and
-// for comparing builds on a loaded machine; --groups 1 puts every row in one group and --aligned
+// for comparing builds on a loaded machine; --versus OP2 calls OP and OP2 in turn and prints the
+// median of the pairs' ratios (OP's speed relative to OP2's), --versus-threads T2 the same against OP
+// on T2 threads (the scaling from T2 to T threads); --groups 1 puts every row in one group and --aligned
 // makes the 8 groups whole m-tiles (neither has boundary tiles); --sizes gives any group sizes
 // summing to m (e.g. 64,128,...,128,64: a boundary in the middle of every tile).
 #include <fmt/format.h>
 
 #include <tessera/megablox.hpp>
 
+#include <cinttypes>
 #include <cstdlib>
 #include <ctime>
 
@@ -46,17 +54,29 @@ bench::Report run(const Problem& p, int threads, int runs) {
   openblas_set_num_threads(threads);
   bench::Report report(fmt::format("grouped matmul m=2048 k=1024 n=512, 8 groups, {} thread{}", threads, threads > 1 ? "s" : ""));
   const mb::Tiling tiling{128, 128, 128};
-  auto rate = [&](const std::string& name, const std::function<void()>& f, const std::string& baseline = {}) {
-    return report.add_rate(name, bench::measure(f, runs), kFlops, 1e-9, "GFLOP/s", baseline).value;
+  auto rate = [&](const std::string& name, const std::function<void()>& f) {
+    return report.add_rate(name, bench::measure(f, runs), kFlops, 1e-9, "GFLOP/s").value;
   };
-  // A grouped row against the dense one of its dtype, with its ratio to OpenBLAS as a note.
-  auto grouped = [&](const std::string& name, const std::function<void()>& f, const std::string& dense, double blas) {
-    const double v = rate(name, f, dense);
+  // An OpenBLAS row, then the pause that lets its spinning workers sleep (see the top of the file).
+  auto blas_rate = [&](const std::string& name, const std::function<void()>& f) {
+    const double v = rate(name, f);
+    bench::settle();
+    return v;
+  };
+  // A grouped row against the dense one of its dtype, called in turn (which goes first alternates),
+  // its ratio the median of the pairs' ratios; its ratio to OpenBLAS as a note.
+  auto grouped = [&](const std::string& dense_name, const std::function<void()>& dense, const std::string& name,
+                     const std::function<void()>& f, double blas) {
+    const bench::Paired pr = bench::paired(f, dense, runs);
+    report.add_rate(dense_name, pr.b, kFlops, 1e-9, "GFLOP/s");
+    bench::Row& row = report.add_rate(name, pr.a, kFlops, 1e-9, "GFLOP/s", dense_name);
+    row.ratio = pr.ratio;
+    const double v = row.value;
     report.note(fmt::format("{}: {:.2f}x OpenBLAS sgemm per group", name, v / blas));
   };
   std::vector<float> c(static_cast<size_t>(m * n)), w(static_cast<size_t>(p.groups * k * n));
 
-  const double blas = rate("OpenBLAS sgemm per group (gmm)", [&] {
+  const double blas = blas_rate("OpenBLAS sgemm per group (gmm)", [&] {
     int64_t row = 0;
     for (int64_t g = 0; g < p.groups; row += kSizes[g], ++g)
       if (kSizes[g])
@@ -68,11 +88,11 @@ bench::Report run(const Problem& p, int threads, int runs) {
     const pl::Array lhs = p.lhs.astype(dt), rhs = p.rhs.astype(dt), dense_rhs = rhs0.astype(dt);
     auto dense = seed::make_matmul(m, k, n, pl::f32, {});
     const std::string dense_name = "tessera dense matmul " + d + ", 2048x1024x512";
-    rate(dense_name, [&] { dense(lhs, dense_rhs); });
-    grouped("megablox gmm " + d, [&] { mb::gmm(lhs, rhs, p.group_sizes, {.tiling = tiling}); }, dense_name, blas);
+    grouped(dense_name, [&] { dense(lhs, dense_rhs); }, "megablox gmm " + d,
+            [&] { mb::gmm(lhs, rhs, p.group_sizes, {.tiling = tiling}); }, blas);
   }
 
-  const double blas_t = rate("OpenBLAS sgemm per group (tgmm)", [&] {
+  const double blas_t = blas_rate("OpenBLAS sgemm per group (tgmm)", [&] {
     int64_t row = 0;
     for (int64_t g = 0; g < p.groups; row += kSizes[g], ++g)
       if (kSizes[g])
@@ -85,8 +105,8 @@ bench::Report run(const Problem& p, int threads, int runs) {
     const pl::Array lhs_t = p.lhs_t.astype(dt), dout = p.dout.astype(dt);
     auto dense = seed::make_matmul(k, m, n, pl::f32, {});
     const std::string dense_name = "tessera dense matmul " + d + ", 1024x2048x512";
-    rate(dense_name, [&] { dense(lhs_t, dout); });
-    grouped("megablox tgmm " + d, [&] { mb::tgmm(lhs_t, dout, p.group_sizes, {.tiling = tiling}); }, dense_name, blas_t);
+    grouped(dense_name, [&] { dense(lhs_t, dout); }, "megablox tgmm " + d,
+            [&] { mb::tgmm(lhs_t, dout, p.group_sizes, {.tiling = tiling}); }, blas_t);
   }
   return report;
 }
@@ -119,9 +139,11 @@ int profile(int argc, char** argv) {
   const pl::Array rhs = pl::Array::random_normal({g, k, n}, pl::f32, 1).astype(dt);
   const pl::Array dout = pl::Array::random_normal({m, n}, pl::f32, 2).astype(dt), lhs_t = pl::transpose(lhs);
   const pl::Array rhs0 = pl::dynamic_slice_in_dim(rhs, 0, 1, 0).reshape({k, n});
-  const mb::Tiling tiling{128, 128, 128};
-  std::function<void()> f;
-  auto dense = op == "dense" ? seed::make_matmul(m, k, n, pl::f32, {}) : seed::make_matmul(k, m, n, pl::f32, {});
+  mb::Tiling tiling{128, 128, 128};
+  // --tiling tm,tk,tn: gmm's and tgmm's tiles (the dense matmuls keep 128-blocks).
+  if (const std::string t = bench::arg(argc, argv, "--tiling"); !t.empty())
+    std::sscanf(t.c_str(), "%" SCNd64 ",%" SCNd64 ",%" SCNd64, &tiling.tm, &tiling.tk, &tiling.tn);
+  auto dense = seed::make_matmul(m, k, n, pl::f32, {}), dense_t = seed::make_matmul(k, m, n, pl::f32, {});
   // The gmm-shaped dense matmul on gmm's grid order, (n, m, k): n outer, so lhs is read once per n
   // tile instead of once, as gmm reads it.
   auto dense_n_outer = pl::pallas_call(
@@ -131,14 +153,42 @@ int profile(int argc, char** argv) {
                    .out_specs = {seed::block(1, 0)},
                    .scratch_shapes = {pl::VMEM({128, 128}, pl::f32)}},
       pl::ShapeDtype({m, n}, pl::f32), {.compiler_params = {.dimension_semantics = {pl::parallel, pl::arbitrary, pl::arbitrary}}});
-  if (op == "gmm") f = [&] { mb::gmm(lhs, rhs, group_sizes, {.tiling = tiling}); };
-  else if (op == "tgmm") f = [&] { mb::tgmm(lhs_t, dout, group_sizes, {.tiling = tiling}); };
-  else if (op == "dense") f = [&] { dense(lhs, rhs0); };
-  else if (op == "dense_t") f = [&] { dense(lhs_t, dout); };
-  else if (op == "dense_n") f = [&] { dense_n_outer(lhs, rhs0); };
-  else {
-    std::fprintf(stderr, "--profile: unknown op '%s'; pass gmm, tgmm, dense, dense_t or dense_n\n", op.c_str());
+  auto make = [&](const std::string& name) -> std::function<void()> {
+    if (name == "gmm") return [&] { mb::gmm(lhs, rhs, group_sizes, {.tiling = tiling}); };
+    if (name == "tgmm") return [&] { mb::tgmm(lhs_t, dout, group_sizes, {.tiling = tiling}); };
+    if (name == "dense") return [&] { dense(lhs, rhs0); };
+    if (name == "dense_t") return [&] { dense_t(lhs_t, dout); };
+    if (name == "dense_n") return [&] { dense_n_outer(lhs, rhs0); };
+    return {};
+  };
+  const std::function<void()> f = make(op);
+  std::string versus = bench::arg(argc, argv, "--versus");
+  std::function<void()> other = versus.empty() ? nullptr : make(versus);
+  if (!f || (!versus.empty() && !other)) {
+    std::fprintf(stderr, "--profile / --versus: unknown op '%s'; pass gmm, tgmm, dense, dense_t or dense_n\n",
+                 (f ? versus : op).c_str());
     return 2;
+  }
+  // --versus-threads T2: OP on --threads T against OP itself on T2 threads, called in turn (the
+  // ratio is then the scaling from T2 to T threads).
+  if (const std::string t2 = bench::arg(argc, argv, "--versus-threads"); !t2.empty()) {
+    const int t1 = std::atoi(bench::arg(argc, argv, "--threads", "1").c_str()), t2n = std::atoi(t2.c_str());
+    const std::function<void()> op_alone = f;
+    versus = fmt::format("{} on {} thread{}", op, t2n, t2n > 1 ? "s" : "");
+    other = [=] {
+      pl::set_num_threads(t2n);
+      op_alone();
+      pl::set_num_threads(t1);
+    };
+  }
+  if (other) {
+    // Called in turn with the other op: the median of the pairs' ratios is steadier on this host
+    // than two medians taken one after the other.
+    const bench::Paired pr = bench::paired(f, other, iters);
+    std::printf("%s %s groups=%d: median %.3f ms, %s %.3f ms, paired ratio %.3fx %s\n", op.c_str(),
+                pl::dtype_name(dt).data(), static_cast<int>(g), pr.a.median() * 1e3, versus.c_str(),
+                pr.b.median() * 1e3, pr.ratio, versus.c_str());
+    return 0;
   }
   // CPU time of the process too: on a loaded machine it leaves out the time spent waiting for a core.
   auto cpu_seconds = [] {
