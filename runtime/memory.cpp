@@ -309,7 +309,13 @@ std::optional<std::string> block_start_error(const Shape& shape, std::span<const
       return fmt::format("block of {} out of bounds: the window starts at element ({}) but the array has shape {}; "
                          "dimension {} starts at {}, valid starts are [0, {}). Check the index map: it returns block "
                          "indices, which are multiplied by the block shape",
-                         what, fmt::join(starts, ", "), shape_tuple_str(shape), d, starts[d], shape[d]);
+                         what, fmt::join(starts, ", "), shape_tuple_str(shape), d, starts[d], shape[d]) +
+             // index * block size saturates rather than wrap (expand_pipelines): say so where it did.
+             (starts[d] == std::numeric_limits<int64_t>::max() || starts[d] == std::numeric_limits<int64_t>::min()
+                  ? fmt::format(" (a start past int64, the index's or the index times the block size, is shown "
+                                "saturated at {})",
+                                starts[d] > 0 ? "INT64_MAX" : "INT64_MIN")
+                  : "");
   return std::nullopt;
 }
 
