@@ -420,7 +420,8 @@ std::vector<Array> CallImpl::run(std::span<const Array> args, SourceLoc loc) {
   if (prog->reference) {
     rt::BlockWriteLog writes;
     const std::vector<Array> expected = rt::launch(*prog->reference, args, {.block_writes = &writes});
-    compare_with_interpreter(outs, expected, &writes, num_inputs(args.size()), spec_.options.check_tolerance, title(), loc);
+    compare_with_interpreter(outs, expected, &writes, num_inputs(args.size()), spec_.options.check_tolerance, title(), loc,
+                             spec_.options.check_unwritten);
   }
   return outs;
 }

@@ -126,9 +126,9 @@ ir::RegionId trace_index_map(TraceContext& ctx, const PipelineContext& pc, const
   std::vector<ir::ValueId> yielded, sizes;  // the indices, then one size per Bounded dim
   if (!spec.index_map()) {
     for (size_t d = 0; d < po.block.size(); ++d) {
-      yielded.push_back(constant(ctx, ir::Literal::of_int(0), Type::scalar(DType::i32), loc).id());
+      yielded.push_back(constant(ctx, ir::Literal::of_int(0), Type::scalar(DType::i64), loc).id());
       if (po.kind(d) == ir::BlockDimKind::Bounded)
-        sizes.push_back(constant(ctx, ir::Literal::of_int(po.block[d]), Type::scalar(DType::i32), loc).id());
+        sizes.push_back(constant(ctx, ir::Literal::of_int(po.block[d]), Type::scalar(DType::i64), loc).id());
     }
   } else {
     const IndexMap& map = *spec.index_map();
@@ -152,11 +152,15 @@ ir::RegionId trace_index_map(TraceContext& ctx, const PipelineContext& pc, const
       if (o.is_literal() && o.literal().is_float)
         pc.fail(fmt::format("the index map of {} returns a float index", po.name),
                 fmt::format("{} at position {}", o.literal().f, d), "return integer block indices", loc);
-      Value v = o.materialize(DType::i32);
+      // Block indices, element offsets and slice sizes are i64, each the value the map returned: an
+      // i64, u32 or u64 index (widen_index) or a literal past i32 is itself, never wrapped into
+      // another block (bounds checks see it; index * block size saturates, expand_pipelines).
+      Value v = o.materialize(DType::i64);
       if (!v.is_scalar() || !is_int(v.dtype()))
         pc.fail(fmt::format("the index map of {} must return integer scalars", po.name),
-                fmt::format("{} at position {}", describe(v), d), "return i32 scalars (e.g. grid indices, ids[i])", loc);
-      v = cast_to(v, DType::i32, loc);
+                fmt::format("{} at position {}", describe(v), d), "return integer scalars (e.g. grid indices, ids[i])",
+                loc);
+      v = cast_to(widen_index(v, loc), DType::i64, loc);
       ctx.check_visible(v.id(), "an index map", loc);
       return v.id();
     };

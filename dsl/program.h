@@ -80,10 +80,11 @@ class CallBase {
 // same call, and throws MismatchError for the first output that differs beyond `tolerance` (unset:
 // each dtype's default). `writes`: the blocks the interpreted run wrote back (null when it has no
 // grid), to name the grid point that wrote the differing element; `num_inputs`: the grid pipeline's
-// inputs before its outputs (scalar-prefetch operands excluded).
+// inputs before its outputs (scalar-prefetch operands excluded); `check_unwritten`: false skips the
+// elements the interpreter leaves as poison (CallOptions::check_unwritten).
 void compare_with_interpreter(std::span<const Array> compiled, std::span<const Array> interpreted,
                               const rt::BlockWriteLog* writes, int num_inputs, std::optional<rt::Tolerance> tolerance,
-                              const std::string& title, SourceLoc loc);
+                              const std::string& title, SourceLoc loc, bool check_unwritten = true);
 
 // Allocates scratch buffer `k` in the kernel being traced: each core's own, named "scratch k".
 Ref trace_scratch(TraceContext& ctx, const ScratchShape& scratch, size_t k);

@@ -76,17 +76,10 @@ Window window_of(TraceContext& ctx, const Shape& s, const std::vector<Indexer>& 
         throw UserError(fmt::format("a {} index must be an integer scalar", noun),
                         fmt::format("{} in dim {} of {}", describe(start), d, what),
                         "index with an i32 or i64 scalar (cast with .astype(pl::i32))", iloc);
-      // A u32 index widens to i64: as i32, 3e9 would wrap negative and be checked (or read) as another.
-      if (start.dtype() == DType::u32) start = cast_to(start, DType::i64, iloc);
-      // A u64 index of 2^63 or more would wrap negative as i64; it is first clamped to INT64_MAX,
-      // which no dim reaches, so it fails the bounds check (reported as 9223372036854775807).
-      else if (start.dtype() == DType::u64)
-        start = cast_to(emit(ctx, ir::OpKind::Min,
-                             {start, constant(ctx, ir::Literal::of_int(std::numeric_limits<int64_t>::max()),
-                                              start.type(), iloc)},
-                             start.type(), {}, iloc),
-                        DType::i64, iloc);
-      else if (start.dtype() != DType::i64 && start.dtype() != DType::index) start = cast_to(start, DType::i32, iloc);
+      // u32 and u64 widen by their value (widen_index, shared with index maps); 2^63 and above fail
+      // the bounds check, reported as 9223372036854775807.
+      start = widen_index(start, iloc);
+      if (start.dtype() != DType::i64 && start.dtype() != DType::index) start = cast_to(start, DType::i32, iloc);
       if (ix->kind() == Indexer::Kind::Index) {
         dim = {true, 1, 1};
       } else {

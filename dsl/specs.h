@@ -439,6 +439,11 @@ struct CallOptions {
   // §4.14). TESSERA_CHECK_AGAINST_INTERPRETER=1 turns it on for every call. No effect on interpreted calls.
   bool check_against_interpreter = false;
   std::optional<Tolerance> check_tolerance;
+  // Differential mode reports an output element no step wrote (the interpreter's poison; compiled code
+  // leaves whatever the memory held) as a difference, which finds a forgotten store. false: the call
+  // leaves such elements unspecified on purpose and its caller overwrites them (megablox's gmm zeroes
+  // the rows outside its shard after the call, as JAX's does), so they are not compared.
+  bool check_unwritten = true;
 };
 
 // An output's shape and dtype (jax.ShapeDtypeStruct), with the line that wrote it: a shape no array

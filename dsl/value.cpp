@@ -135,7 +135,25 @@ Value i32_scalar(const Operand& o, const char* api, const char* what, const char
   if (!v.is_scalar() || !is_int(v.dtype()))
     throw UserError(fmt::format("{}: {} must be an integer scalar", api, what), describe(v),
                     fmt::format("pass an i32 scalar, e.g. {} (cast with .astype(pl::i32))", example), loc);
+  // An i64, u32 or u64 value may lie past i32, and casting it here would wrap it silently into another
+  // (2^32 + 1 signals as 1; a device 2^31 + 5 as a negative one): the caller casts, knowing it fits,
+  // as Pallas's lowering takes only i32 there. Narrower integers always fit.
+  if (v.dtype() == DType::i64 || v.dtype() == DType::u32 || v.dtype() == DType::u64)
+    throw UserError(fmt::format("{}: {} must be an i32 scalar, and {} may not fit one", api, what, describe(v)),
+                    describe(v),
+                    fmt::format("cast it with .astype(pl::i32) where its value is known to fit, or compute it in "
+                                "i32, e.g. {}",
+                                example),
+                    loc);
   return cast_to(v, DType::i32, loc);
+}
+
+Value widen_index(const Value& v, SourceLoc loc) {
+  if (v.dtype() == DType::u32) return cast_to(v, DType::i64, loc);
+  if (v.dtype() != DType::u64) return v;
+  auto& ctx = TraceContext::current("an index", loc);
+  const Value max = constant(ctx, ir::Literal::of_int(std::numeric_limits<int64_t>::max()), v.type(), loc);
+  return cast_to(emit(ctx, OpKind::Min, {v, max}, v.type(), {}, loc), DType::i64, loc);
 }
 
 Value cast_to(const Value& v, DType dtype, SourceLoc loc) {

@@ -281,9 +281,15 @@ void check_live(const Value& v, SourceLoc loc);
 // Brings both operands to one dtype (JAX promotion, weak literals) and one shape (numpy broadcasting).
 std::pair<Value, Value> unify(const Operand& a, const Operand& b, std::string_view api);
 Value cast_to(const Value& v, DType dtype, SourceLoc loc);
-// An integer scalar argument `what` of `api` as i32 (literals too); a UserError otherwise, suggesting
-// `example`.
+// An integer scalar argument `what` of `api` as i32 (literals too, range-checked); a UserError otherwise,
+// suggesting `example`, also for an i64, u32 or u64 value, which may not fit i32 (never wrapped).
 Value i32_scalar(const Operand& o, const char* api, const char* what, const char* example, SourceLoc loc);
+// The one rule for an integer index whose value must survive as itself (ref indices, the block
+// indices and slices index maps return): a u32 widens to i64 (as i32, 3e9 would wrap negative); a
+// u64 is clamped to INT64_MAX, which no dim reaches, before it becomes i64 (2^63 and above would
+// wrap negative), so it fails its bounds check instead of wrapping into range. Other dtypes are
+// returned as they are.
+Value widen_index(const Value& v, SourceLoc loc);
 Value broadcast_value(const Value& v, const Shape& shape, std::string_view api, SourceLoc loc);
 // numpy broadcasting of two shapes, or nullopt when they do not broadcast.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);

@@ -44,7 +44,8 @@ Tolerance default_tolerance(const Array& interpreted) {
   return {rtol, rtol * scale};
 }
 
-std::optional<Mismatch> first_mismatch(const Array& compiled, const Array& interpreted, std::optional<Tolerance> tolerance) {
+std::optional<Mismatch> first_mismatch(const Array& compiled, const Array& interpreted, std::optional<Tolerance> tolerance,
+                                       bool skip_unwritten) {
   const Tolerance tol = tolerance.value_or(default_tolerance(interpreted));
   std::optional<Mismatch> found;
   dispatch_dtype(interpreted.dtype(), [&]<class T>() {
@@ -60,16 +61,19 @@ std::optional<Mismatch> first_mismatch(const Array& compiled, const Array& inter
         return x == y;
       }
     };
+    auto is_poison = [](T y) {
+      if constexpr (is_float_storage_v<T>) return std::isnan(to_double(y));
+      else return y == poison_value<T>(false);
+    };
     for (int64_t i = 0; i < interpreted.size(); ++i) {
       if (agree(c[i], r[i])) continue;
+      if (skip_unwritten && is_poison(r[i])) continue;
       if (!found) {
         found.emplace();
         found->flat = i;
         found->compiled = value_text(c[i]);
         found->interpreted = value_text(r[i]);
-        const T poison = poison_value<T>(false);
-        if constexpr (is_float_storage_v<T>) found->interpreted_is_poison = std::isnan(to_double(r[i]));
-        else found->interpreted_is_poison = r[i] == poison;
+        found->interpreted_is_poison = is_poison(r[i]);
         found->tolerance = tol;
       }
       ++found->count;

@@ -40,7 +40,10 @@ struct Mismatch {
 
 // Compares element by element (same shape and dtype). NaN agrees with NaN whatever the payload; an
 // infinity only with the same infinity; with `tolerance` unset, default_tolerance(interpreted).
+// `skip_unwritten`: an element whose interpreted value is the poison of memory nobody wrote (any NaN
+// for floats, the largest value for integers, true for bool) is not compared, for a caller that leaves
+// such elements unspecified (CallOptions::check_unwritten = false).
 std::optional<Mismatch> first_mismatch(const Array& compiled, const Array& interpreted,
-                                       std::optional<Tolerance> tolerance = std::nullopt);
+                                       std::optional<Tolerance> tolerance = std::nullopt, bool skip_unwritten = false);
 
 }  // namespace tessera::rt

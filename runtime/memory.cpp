@@ -177,7 +177,10 @@ RefView view_unchecked(const RefView& ref, std::span<const int64_t> starts, cons
       out.shape.push_back(dim.size);
       out.strides.push_back(ref.strides[d] * dim.stride);
     }
-    out.offset += starts[d] * ref.strides[d];
+    // Wrapping, not signed, arithmetic: a lane-checked view may start far outside its ref (only the
+    // lanes a mask selects must lie inside), and its offset is only ever used for those lanes.
+    out.offset = static_cast<int64_t>(static_cast<uint64_t>(out.offset) +
+                                      static_cast<uint64_t>(starts[d]) * static_cast<uint64_t>(ref.strides[d]));
   }
   return out;
 }
@@ -226,6 +229,7 @@ void check_masked_lanes(const Shape& shape, std::span<const int64_t> starts, con
   std::vector<size_t> kept;  // the ref dims the window keeps, in order
   for (size_t d = 0; d < attr.dims.size(); ++d)
     if (!attr.dims[d].squeeze) kept.push_back(d);
+  std::vector<int64_t> step(attr.dims.size(), 0);  // each kept dim's lane number
   const bool* m = mask.data_as<bool>();
   for (int64_t lane = 0; lane < mask.size(); ++lane) {
     if (m[lane])
@@ -236,11 +240,22 @@ void check_masked_lanes(const Shape& shape, std::span<const int64_t> starts, con
     for (size_t k = kept.size(); k-- > 0;) {
       const size_t d = kept[k];
       const ir::ViewDim& dim = attr.dims[d];
-      position[d] += dim.stride;
-      if (position[d] < starts[d] + dim.size * dim.stride) break;
+      if (++step[d] < dim.size) {
+        position[d] = lane_position(starts[d], step[d], dim.stride);
+        break;
+      }
+      step[d] = 0;
       position[d] = starts[d];
     }
   }
+}
+
+int64_t lane_position(int64_t start, int64_t lane, int64_t stride) {
+  constexpr int64_t max = std::numeric_limits<int64_t>::max(), min = std::numeric_limits<int64_t>::min();
+  int64_t step = 0, out = 0;
+  if (__builtin_mul_overflow(lane, stride, &step)) step = (lane < 0) != (stride < 0) ? min : max;
+  if (__builtin_add_overflow(start, step, &out)) out = step < 0 ? min : max;
+  return out;
 }
 
 Array load(const RefView& ref) {
@@ -294,7 +309,13 @@ std::optional<std::string> block_start_error(const Shape& shape, std::span<const
       return fmt::format("block of {} out of bounds: the window starts at element ({}) but the array has shape {}; "
                          "dimension {} starts at {}, valid starts are [0, {}). Check the index map: it returns block "
                          "indices, which are multiplied by the block shape",
-                         what, fmt::join(starts, ", "), shape_tuple_str(shape), d, starts[d], shape[d]);
+                         what, fmt::join(starts, ", "), shape_tuple_str(shape), d, starts[d], shape[d]) +
+             // index * block size saturates rather than wrap (expand_pipelines): say so where it did.
+             (starts[d] == std::numeric_limits<int64_t>::max() || starts[d] == std::numeric_limits<int64_t>::min()
+                  ? fmt::format(" (a start past int64, the index's or the index times the block size, is shown "
+                                "saturated at {})",
+                                starts[d] > 0 ? "INT64_MAX" : "INT64_MIN")
+                  : "");
   return std::nullopt;
 }
 

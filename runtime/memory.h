@@ -148,6 +148,10 @@ RefView view_unchecked(const RefView& ref, std::span<const int64_t> starts, cons
 // `shape` (named `name`) lies outside it.
 void check_masked_lanes(const Shape& shape, std::span<const int64_t> starts, const ir::ViewAttr& attr, const Array& mask,
                         const std::string& name, bool store);
+// The position in its dim of lane `lane` of a window starting at `start` with `stride`: start + lane *
+// stride, saturated to INT64_MIN / INT64_MAX where it would overflow (so a far-off lane stays far off,
+// reported as the saturated value). The compiled backend computes the same with llvm.sadd.sat.
+int64_t lane_position(int64_t start, int64_t lane, int64_t stride);
 // The message of a masked-in lane outside its ref: at `element` in dim `dim` of a ref of `shape`.
 std::string masked_lane_fault_message(const std::string& name, const Shape& shape, size_t dim, int64_t element,
                                       bool store);

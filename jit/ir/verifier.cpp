@@ -518,7 +518,7 @@ class Verifier {
           const Op* y = yield_of(o.regions[r]);
           check(y && y->operands.size() == po.block.size() + bounded_dims(po.kinds), id,
                 "an index map yields one index per array dim, then one size per bounded dim");
-          for (ValueId v : y->operands) check(t(v) == Type::scalar(DType::i32), id, "block indices are i32");
+          for (ValueId v : y->operands) check(t(v) == Type::scalar(DType::i64), id, "block indices and sizes are i64");
           ++r;
         }
         return;

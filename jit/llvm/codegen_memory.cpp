@@ -60,13 +60,18 @@ void Emitter::view(ir::OpId id) {
 
 llvm::Value* Emitter::lane_address(const RefCg& r, const Index& idx, llvm::Value* selected, ir::OpId access) {
   // Each dim's position in the viewed ref; the first one outside it is the one the fault names, as
-  // rt::check_masked_lanes does.
+  // rt::check_masked_lanes does. start + lane * stride saturates (as rt::lane_position): a start
+  // near INT64_MAX must not wrap a lane past the edge back into range (or to a misreported element).
   const LaneBounds& lanes = *r.lanes;
   std::vector<llvm::Value*> position, outside;
   size_t k = 0;
   for (size_t d = 0; d < lanes.dims.size(); ++d) {
     llvm::Value* p = lanes.starts[d];
-    if (!lanes.dims[d].squeeze) p = b_.CreateAdd(p, b_.CreateMul(idx[k++], b_.getInt64(lanes.dims[d].stride)));
+    if (!lanes.dims[d].squeeze) {
+      llvm::Value* step = b_.CreateIntrinsic(llvm::Intrinsic::smul_fix_sat, {b_.getInt64Ty()},
+                                             {idx[k++], b_.getInt64(lanes.dims[d].stride), b_.getInt32(0)});
+      p = b_.CreateBinaryIntrinsic(llvm::Intrinsic::sadd_sat, p, step);
+    }
     position.push_back(p);
     outside.push_back(b_.CreateOr(b_.CreateICmpSLT(p, b_.getInt64(0)), b_.CreateICmpSGE(p, b_.getInt64(lanes.extents[d]))));
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <set>
 
 #include "jit/ir/operands.h"
@@ -199,8 +200,9 @@ class Expander {
   // then the sizes of its Bounded dims (`bi`: what the index map yields, indices then sizes).
   // Offsets are index * block size for blocked dims; the index itself for squeezed dims and the start
   // of a BoundedSlice's pl::ds; for an Element dim the offset into the padded array less the padding
-  // before it. Products are 64-bit: an i32 one wrapped for offsets of 2^31 and more (arrays past 2^31
-  // elements in a dim, or a far-off index that wrapped back into range instead of faulting).
+  // before it. Index maps yield i64 and products are 64-bit, saturated: an i32 one wrapped for offsets
+  // of 2^31 and more (arrays past 2^31 elements in a dim, or a far-off index that wrapped back into
+  // range instead of faulting).
   std::vector<ValueId> starts(const std::vector<ValueId>& bi, const PipelineOperand& po) {
     std::vector<ValueId> s;
     const size_t rank = po.block.size();
@@ -212,12 +214,26 @@ class Expander {
         s.push_back(bi[d]);
         continue;
       }
-      const ValueId wide = b().create_value(OpKind::Cast, {bi[d]}, Type::scalar(DType::i64), {}, loc_);
-      s.push_back(kind == BlockDimKind::Element ? binop(OpKind::Sub, wide, constant(pad, DType::i64))
-                                                : binop(OpKind::Mul, wide, constant(po.block[d], DType::i64)));
+      s.push_back(kind == BlockDimKind::Element ? saturating_sub(bi[d], pad) : saturating_mul(bi[d], po.block[d]));
     }
     s.insert(s.end(), bi.begin() + static_cast<std::ptrdiff_t>(rank), bi.end());
     return s;
+  }
+  // index * block (block > 1) and offset - pad (pad > 0) on i64, saturated to INT64_MIN / INT64_MAX where
+  // they would overflow: a far-off index (a u64 clamped to INT64_MAX, an i64 near either end) must
+  // stay far off and fail its bounds check, not wrap back into range as a plain product would.
+  ValueId saturating_mul(ValueId index, int64_t block) {
+    constexpr int64_t max = std::numeric_limits<int64_t>::max(), min = std::numeric_limits<int64_t>::min();
+    if (block == 0) return constant(0, DType::i64);
+    const ValueId product = binop(OpKind::Mul, index, constant(block, DType::i64));
+    const ValueId over = binop(OpKind::Lt, constant(max / block, DType::i64), index);
+    const ValueId under = binop(OpKind::Lt, index, constant(min / block, DType::i64));
+    return select(over, constant(max, DType::i64), select(under, constant(min, DType::i64), product));
+  }
+  ValueId saturating_sub(ValueId offset, int64_t pad) {
+    const int64_t min = std::numeric_limits<int64_t>::min();
+    const ValueId under = binop(OpKind::Lt, offset, constant(min + pad, DType::i64));
+    return select(under, constant(min, DType::i64), binop(OpKind::Sub, offset, constant(pad, DType::i64)));
   }
   // How many values an operand's index map yields: one per dim, then one per Bounded dim.
   static size_t map_width(const PipelineOperand& po) { return po.block.size() + bounded_dims(po.kinds); }
@@ -435,7 +451,7 @@ class Expander {
     std::vector<ValueId> ring_state;  // per ring input: last fetched indices, next slot
     for (size_t k = 0; k < n; ++k) {
       if (!is_input(k, Plan::Kind::Ring)) continue;
-      for (size_t d = 0; d < map_width(pa.operands[k]); ++d) ring_state.push_back(constant(-1, DType::i32));
+      for (size_t d = 0; d < map_width(pa.operands[k]); ++d) ring_state.push_back(constant(-1, DType::i64));
       ring_state.push_back(constant(0, DType::i32));
     }
     int64_t lookahead = 0;
@@ -476,18 +492,18 @@ class Expander {
       const PipelineOperand& po = pa.operands[k];
       const size_t width = map_width(po);
       if (is_input(k, Plan::Kind::Single)) {
-        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i64));
       } else if (is_input(k, Plan::Kind::Ring)) {
         for (size_t d = 0; d <= width; ++d) inits.push_back(ring_state[ring_at++]);
-        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i64));
         inits.push_back(constant(0, DType::i32));
       } else if (is_input(k, Plan::Kind::Lookahead)) {
         // The next step to scan, the block values of the last one scanned, the fetches issued; the
         // previous step's block values and the fetch number of its block.
         inits.push_back(lo);
-        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i64));
         inits.push_back(constant(0, DType::i32));
-        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i32));
+        for (size_t d = 0; d < width; ++d) inits.push_back(constant(-1, DType::i64));
         inits.push_back(constant(-1, DType::i32));
       } else if (is_output(k, Plan::Kind::Ring)) {
         inits.push_back(constant(0, DType::i32));

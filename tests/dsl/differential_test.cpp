@@ -99,6 +99,28 @@ TEST_SUITE("dsl") {
     }
   }
 
+  TEST_CASE("differential: with check_unwritten = false, elements no step wrote are not compared, the rest are") {
+    // The kernel of the test above, its output's block 2 left unwritten on purpose (the caller would
+    // overwrite it, as megablox's gmm zeroes the rows outside its shard): not a difference.
+    const pl::BlockSpec by_block({64}, [](pl::Value i) { return pl::idx(i); });
+    auto skipping = [&](float value) {
+      return pl::pallas_call(
+          [value](pl::Ref, pl::Ref o) {
+            pl::when(pl::program_id(0) != 2, [&] { o() = pl::full({64}, value, pl::f32); });
+          },
+          pl::GridSpec{.grid = {4}, .in_specs = {by_block}, .out_specs = {by_block}}, pl::ShapeDtype({256}, pl::f32),
+          {.input_output_aliases = {{0, 0}}, .check_against_interpreter = true, .check_unwritten = false});
+    };
+    const pl::Array out = skipping(1.0f)(pl::Array::zeros({256}, pl::f32));
+    CHECK(out.at<float>({0}) == 1.0f);
+    CHECK(out.at<float>({255}) == 1.0f);
+    // Written elements are still compared: the FMA's rounding, held to a zero tolerance, differs.
+    auto call = dot_call({.check_against_interpreter = true, .check_tolerance = pl::Tolerance{0, 0}, .check_unwritten = false});
+    CHECK_THROWS_WITH_AS(call(lhs(), rhs()),
+                         doctest::Contains("output 0 differs between compiled code and the interpreter at index (8, 0)"),
+                         pl::MismatchError);
+  }
+
   TEST_CASE("differential: outputs that differ beyond the tolerance throw a MismatchError naming the element") {
     auto call = dot_call({.check_against_interpreter = true, .check_tolerance = pl::Tolerance{0, 0}});
     try {

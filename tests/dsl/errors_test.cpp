@@ -401,6 +401,24 @@ TEST_SUITE("errors") {
                          Contains("pl::semaphore_wait needs a regular semaphore, but got a DMA semaphore"), UserError);
     CHECK_THROWS_WITH_AS(run([](R, R, R, R, R sem, R) { pl::semaphore_signal(sem, 1.5); }),
                          Contains("pl::semaphore_signal: the amount must be an integer"), UserError);
+    // An amount of 2^32 + 1 as a u64 (or i64, u32) was cast to i32 and signalled 1, silently.
+    for (pl::DType wide : {pl::i64, pl::u32, pl::u64}) {
+      INFO(pl::dtype_name(wide));
+      try {
+        run([wide](R, R, R, R, R sem, R) { pl::semaphore_signal(sem, pl::full({}, 1, wide)); });
+        FAIL("expected a UserError");
+      } catch (const UserError& e) {
+        CHECK(e.problem() == fmt::format("pl::semaphore_signal: the amount must be an i32 scalar, and a{} {} scalar may not fit one",
+                                         wide == pl::i64 ? "n" : "", pl::dtype_name(wide)));
+        CHECK(e.fix().find(".astype(pl::i32)") != std::string::npos);
+        CHECK(std::string(e.what()).find("errors_test.cpp") != std::string::npos);
+      }
+    }
+    // Narrower integers always fit, and are taken.
+    run([](R, R, R, R, R sem, R) {
+      pl::semaphore_signal(sem, pl::full({}, 2, pl::u16));
+      pl::semaphore_wait(sem, 2);
+    });
     CHECK_THROWS_WITH_AS(run([](R, R, R buf, R, R sem, R) { buf(0, 0) = sem().astype(pl::f32); }),
                          Contains("cannot load from a semaphore"), UserError);
     CHECK_THROWS_WITH_AS(run([](R, R, R, R, R sem, R) { sem() = 1; }), Contains("cannot store to a semaphore"), UserError);

@@ -3,6 +3,7 @@
 // mask selects outside the ref is an error. Both backends, both copy modes, one and two cores.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <string>
 
 #include "tests/support/kernels.h"
@@ -103,6 +104,44 @@ TEST_SUITE("masked access") {
       CHECK_THROWS_WITH_AS(call(pl::Array::from_vector<int32_t>({2}, {1})),
                            Contains("out-of-bounds masked store into `output 0 block`: a lane the mask selects is at element "
                                     "4 in dimension 0 of a ref of shape (4, 2); valid elements are [0, 4)"),
+                           RuntimeError);
+    });
+  }
+}
+
+TEST_SUITE("masked access") {
+  TEST_CASE("masked access: a window starting near INT64_MAX is checked lane by lane without overflow") {
+    // ds(s, 8) at s = INT64_MAX - 2: lane 3 is past INT64_MAX. start + lane wrapped to INT64_MIN (signed
+    // overflow in the interpreter) and the fault named element -9223372036854775808; now the position
+    // saturates, and lanes the mask leaves out are never checked, however far off they are.
+    constexpr int64_t s = std::numeric_limits<int64_t>::max() - 2;
+    for_each_configuration([&](const pl::CallOptions& backend) {
+      auto call = [&](int64_t lanes) {
+        return pl::pallas_call(
+            [lanes](pl::Ref shift, pl::Ref x, pl::Ref o) {
+              pl::Value start = shift[0];
+              o() = pl::load(x.at(pl::ds(start, kBlock)), pl::iota({kBlock}, 0) < lanes, -1.0f);
+            },
+            pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1, .in_specs = {pl::BlockSpec()}},
+            pl::ShapeDtype({kBlock}, pl::f32), testing::with_backend({}, backend));
+      };
+      const pl::Array shift = pl::Array::from_vector<int64_t>({s}, {1});
+      const pl::Array x = pl::Array::arange(kBlock, pl::f32);
+      CHECK(call(0)(shift, x).to_vector<float>() == std::vector<float>(kBlock, -1.0f));
+      CHECK_THROWS_WITH_AS(call(4)(shift, x),
+                           Contains("out-of-bounds masked load from `input 0 block`: a lane the mask selects is at element "
+                                    "9223372036854775805 in dimension 0"),
+                           RuntimeError);
+      // Lanes 0..2 are masked out: lane 3, the first selected, saturates.
+      auto from_three = pl::pallas_call(
+          [](pl::Ref shift, pl::Ref x, pl::Ref o) {
+            pl::Value start = shift[0];
+            o() = pl::load(x.at(pl::ds(start, kBlock)), pl::iota({kBlock}, 0) >= 3, -1.0f);
+          },
+          pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1, .in_specs = {pl::BlockSpec()}},
+          pl::ShapeDtype({kBlock}, pl::f32), testing::with_backend({}, backend));
+      CHECK_THROWS_WITH_AS(from_three(shift, x),
+                           Contains("a lane the mask selects is at element 9223372036854775807 in dimension 0"),
                            RuntimeError);
     });
   }

@@ -266,3 +266,73 @@ TEST_SUITE("dsl") {
     });
   }
 }
+
+namespace {
+
+// One grid step reading one block of `x`, its index the scalar-prefetch value ids[0] (whatever its
+// dtype), returned by the index map as it is.
+pl::PallasCall<pl::Array> block_at_prefetched(int64_t block, int& map_line, const pl::CallOptions& options) {
+  map_line = __LINE__ + 1;
+  const pl::BlockSpec at_id({block}, [](pl::Value, pl::Ref ids) { return pl::idx(ids[0]); });
+  return pl::pallas_call([](pl::Ref, pl::Ref x, pl::Ref o) { o() = x(); },
+                         pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1, .grid = {1}, .in_specs = {at_id},
+                                                    .out_specs = {pl::BlockSpec({block}, [](pl::Value, pl::Ref) {
+                                                      return pl::idx(0);
+                                                    })}},
+                         pl::ShapeDtype({block}, pl::i8), options);
+}
+
+}  // namespace
+
+TEST_SUITE("dsl") {
+  TEST_CASE("validation: an index map's block index is its value, past i32 too, on both backends") {
+    // Blocks of one element of the array past 2^31: u32 2^31 + 5 and i64 2^31 + 7 read those
+    // elements. Both were cast to i32 and wrapped negative (an error naming another index).
+    testing::for_each_backend([](const pl::CallOptions& options) {
+      int line = 0;
+      auto call = block_at_prefetched(1, line, options);
+      const uint32_t u = (uint32_t{1} << 31) + 5;
+      CHECK(call(pl::Array::from_vector<uint32_t>({u}, {1}), past_2_31()).at<int8_t>({0}) == 5);
+      CHECK(call(pl::Array::from_vector<int64_t>({(int64_t{1} << 31) + 7}, {1}), past_2_31()).at<int8_t>({0}) == 7);
+      CHECK(call(pl::Array::from_vector<uint64_t>({(uint64_t{1} << 31) + 9}, {1}), past_2_31()).at<int8_t>({0}) == 9);
+    });
+  }
+
+  TEST_CASE("validation: an index map's index that no block has is an error naming it, never wrapped into range") {
+    // Blocks of 4 of an 8-element array. Each index wrapped (as i32, or in index * 4 on i64) to a block
+    // that exists, and the kernel silently read it: u64 2^32 + 1 was block 1, i64 2^62 + 1 started at
+    // element 4 ((2^62 + 1) * 4 = 2^64 + 4), u64 2^64 - 1 was block -1 (an error naming -4). Now
+    // the start is the index times 4, saturated at INT64_MAX.
+    struct Case {
+      pl::Array id;
+      const char* start;
+    };
+    const Case cases[] = {
+        {pl::Array::from_vector<uint64_t>({(uint64_t{1} << 32) + 1}, {1}), "17179869188"},
+        {pl::Array::from_vector<uint32_t>({(uint32_t{1} << 31) + 1}, {1}), "8589934596"},
+        {pl::Array::from_vector<int64_t>({(int64_t{1} << 62) + 1}, {1}), "9223372036854775807"},
+        {pl::Array::from_vector<int64_t>({-(int64_t{1} << 62) - 1}, {1}), "-9223372036854775808"},
+        {pl::Array::from_vector<uint64_t>({~uint64_t{0}}, {1}), "9223372036854775807"},
+    };
+    testing::for_each_backend([&](const pl::CallOptions& options) {
+      int line = 0;
+      auto call = block_at_prefetched(4, line, options);
+      for (const Case& c : cases) {
+        INFO(c.start);
+        try {
+          call(c.id, pl::Array::arange(8, pl::i8));
+          FAIL("expected a RuntimeError");
+        } catch (const RuntimeError& e) {
+          const std::string what = e.what();
+          CHECK_MESSAGE(what.find(fmt::format("block of input 0 out of bounds: the window starts at element ({})",
+                                              c.start)) != std::string::npos,
+                        what);
+          CHECK_MESSAGE(what.find("Check the index map") != std::string::npos, what);
+          const bool saturated = std::string_view(c.start).size() == 19 || std::string_view(c.start).size() == 20;
+          CHECK_MESSAGE((what.find("is shown saturated at INT64_") != std::string::npos) == saturated, what);
+        }
+      }
+      CHECK(call(pl::Array::from_vector<uint64_t>({1}, {1}), pl::Array::arange(8, pl::i8)).at<int8_t>({3}) == 7);
+    });
+  }
+}

@@ -27,8 +27,10 @@ inline ir::Function kernel_with_every_op() {
   for (int k = 0; k < 2; ++k) {
     RegionId map = b.create_region({s(DType::i32)});
     Builder::RegionScope scope(b, map);
-    ValueId zero = b.create_value(OpKind::Constant, {}, s(DType::i32), Literal::of_int(0), {});
-    b.create(OpKind::Yield, {fn.regions[map].args[0], zero}, {}, {}, {});
+    // An index map yields i64 block indices.
+    ValueId i = b.create_value(OpKind::Cast, {fn.regions[map].args[0]}, s(DType::i64), {}, {});
+    ValueId zero = b.create_value(OpKind::Constant, {}, s(DType::i64), Literal::of_int(0), {});
+    b.create(OpKind::Yield, {i, zero}, {}, {}, {});
     regions.push_back(map);
   }
   RegionId body = b.create_region({Type::ref(DType::f32, {8, 8}, MemorySpace::VMEM), Type::ref(DType::f32, {8, 8}, MemorySpace::VMEM)});
