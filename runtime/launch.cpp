@@ -731,11 +731,11 @@ void run_on_devices(const std::shared_ptr<const Mesh>& mesh, const std::function
   if (!failed.empty()) failure = failures.error(failed.front());
   for (size_t i = 1; i < failed.size(); ++i)
     after.add(fmt::format("device {}", first_device + static_cast<int64_t>(failed[i])), failures.error(failed[i]));
-  if (std::optional<std::string> late = transport.end_run(run)) {
+  if (std::optional<RuntimeError> late = transport.end_run(run)) {
     if (!failure)
-      failure = std::make_exception_ptr(RuntimeError(*late, ExecutionPoint{}, SourceLoc{}));
+      failure = std::make_exception_ptr(*late);
     else
-      after.add_text("the transport", *late);
+      after.add(late->loc().known() ? "" : "the transport", std::make_exception_ptr(*late));  // "" names its device
   }
   if (failure && !after.notes().empty()) {
     try {

@@ -11,6 +11,8 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <set>
+#include <string_view>
 #include <thread>
 
 #include <sys/statvfs.h>
@@ -72,8 +74,56 @@ enum Kind : int64_t { kPut = 1, kSignal = 2, kReady = 3, kRegions = 4, kLanded =
 enum Header : size_t {
   hFlag, hSize, hKind, hGroup, hMember, hCore, hFrom,
   hDstKey, hDstOffset, hExtent, hRecvKey, hRecvOffset, hAmount, hEs, hRank,
+  hOrigin,  // where the message's origin begins (0: it has none), after whatever else it carries
   kHeaderWords
 };
+
+// A copy's or signal's origin: the sender's execution point and the line of the copy or signal, at the
+// end of its message. The receiving process finds it came too late (the target's kernel had ended),
+// and reports the failure as the sender's own, as a thread of the same process does (LaunchGroup::
+// with_target): its device, core, grid point and the user's line.
+//   line, column, device, core, grid rank, inner rank, grid point, inner point, file bytes, file
+void append_origin(std::vector<int64_t>& msg, const ExecutionPoint& point, SourceLoc loc) {
+  const std::string_view file = loc.file ? std::string_view(loc.file) : std::string_view();
+  const size_t at = msg.size();
+  msg[hOrigin] = static_cast<int64_t>(at);
+  msg.insert(msg.end(), {static_cast<int64_t>(loc.line), static_cast<int64_t>(loc.column), point.device, point.core,
+                         static_cast<int64_t>(point.grid_point.size()), static_cast<int64_t>(point.inner_point.size())});
+  msg.insert(msg.end(), point.grid_point.begin(), point.grid_point.end());
+  msg.insert(msg.end(), point.inner_point.begin(), point.inner_point.end());
+  msg.push_back(static_cast<int64_t>(file.size()));
+  const size_t chars = msg.size();
+  msg.resize(chars + (file.size() + 7) / 8, 0);
+  if (!file.empty()) std::memcpy(msg.data() + chars, file.data(), file.size());
+  msg[hSize] = static_cast<int64_t>(msg.size() * sizeof(int64_t));
+}
+
+// A file name from another process, kept for the program's life (SourceLoc holds a pointer): a
+// failure names one, so there are few.
+const char* interned(std::string_view file) {
+  static std::mutex mutex;
+  static std::set<std::string, std::less<>> names;
+  std::lock_guard lock(mutex);
+  auto it = names.find(file);
+  if (it == names.end()) it = names.emplace(file).first;
+  return it->c_str();
+}
+
+// The origin append_origin put in `msg` (none: an unknown one).
+std::pair<ExecutionPoint, SourceLoc> read_origin(const int64_t* msg) {
+  if (msg[hOrigin] == 0) return {};
+  const int64_t* o = msg + msg[hOrigin];
+  ExecutionPoint point{static_cast<int>(o[2]), static_cast<int>(o[3]), {}, {}};
+  const int64_t grid = o[4], inner = o[5];
+  point.grid_point.assign(o + 6, o + 6 + grid);
+  point.inner_point.assign(o + 6 + grid, o + 6 + grid + inner);
+  const int64_t* f = o + 6 + grid + inner;
+  SourceLoc loc;
+  if (f[0] > 0) loc.file = interned(std::string_view(reinterpret_cast<const char*>(f + 1), static_cast<size_t>(f[0])));
+  loc.line = static_cast<uint32_t>(o[0]);
+  loc.column = static_cast<uint32_t>(o[1]);
+  return {std::move(point), loc};
+}
 
 void check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
@@ -180,7 +230,7 @@ class MpiTransport final : public Transport {
     if (is_local(group, target)) return threads_transport().put(group, from, target, p, loc);
     random_delay();
     const Timed timed(put_nanoseconds_);
-    if (p.bytes >= kDirectBytes && put_direct(group, from, target, p)) return;
+    if (p.bytes >= kDirectBytes && put_direct(group, from, target, p, loc)) return;
     ++paths_mailbox_;
     const size_t rank = p.shape.size();
     const size_t data_words = static_cast<size_t>((p.bytes + 7) / 8);
@@ -202,6 +252,7 @@ class MpiTransport final : public Transport {
     }
     copy_box(reinterpret_cast<std::byte*>(msg.data() + kHeaderWords + 2 * rank),
              row_major_strides(Shape(p.shape.begin(), p.shape.end())), p.src, p.src_strides, p.shape, p.es);
+    append_origin(msg, from.point, loc);
     send(group, owner(group, target), msg);
   }
 
@@ -214,6 +265,7 @@ class MpiTransport final : public Transport {
     msg[hDstKey] = sem.key;
     msg[hDstOffset] = sem.offset;
     msg[hAmount] = inc;
+    append_origin(msg, from.point, loc);
     send(group, owner(group, target), msg);
   }
 
@@ -376,7 +428,7 @@ class MpiTransport final : public Transport {
     all_stopped_ = false;
   }
 
-  std::optional<std::string> end_run(MeshRun&) override {
+  std::optional<RuntimeError> end_run(MeshRun&) override {
     {
       std::lock_guard lock(mailbox_);
       all_stopped_ = true;
@@ -396,12 +448,13 @@ class MpiTransport final : public Transport {
     }
     std::lock_guard lock(mailbox_);
     progress_locked();  // every sender flushed before the barrier: all of it is here now
-    std::optional<std::string> error = std::move(late_);
+    std::optional<RuntimeError> error = std::move(late_);
     late_.reset();
     if (!error && !arrived_.empty())
-      error = fmt::format("{} remote copies or signals reached this process for collective launches none of its "
-                          "devices made",
-                          arrived_.size());
+      error = RuntimeError(fmt::format("{} remote copies or signals reached this process for collective launches none "
+                                       "of its devices made",
+                                       arrived_.size()),
+                           ExecutionPoint{}, SourceLoc{});
     // Clear the window for the next call; nobody writes into it before everybody cleared theirs.
     const int64_t used = std::min<int64_t>(capacity_, kMailbox + cursor_);
     std::memset(base_, 0, static_cast<size_t>(std::max<int64_t>(used, kMailbox)));
@@ -596,7 +649,7 @@ public:
 
   // The copy as one MPI_Put into the target's buffer, then a kLanded message for its semaphore. False
   // when it cannot go that way (memory not exposed, the participant already ended): the mailbox then.
-  bool put_direct(const LaunchGroup& group, CoreContext& from, int64_t target, const RemotePut& p) {
+  bool put_direct(const LaunchGroup& group, CoreContext& from, int64_t target, const RemotePut& p, SourceLoc loc) {
     const int r = owner(group, target);
     const auto where = destination(group, target, from.seat().core, r, p);
     if (!where) return false;
@@ -645,6 +698,7 @@ public:
     msg[hDstOffset] = p.recv_sem.offset;
     msg[hRecvKey] = p.dst.key;  // where the data went, to judge a delivery after the target's end
     msg[hAmount] = p.bytes;
+    append_origin(msg, from.point, loc);
     send(group, r, msg);
     return true;
   }
@@ -806,7 +860,10 @@ public:
         const bool into_operands = msg[hDstKey] < 0 && (msg[hKind] == kSignal || msg[hRecvKey] < 0);
         result = group->deliver(seat, [&](CoreContext& t) { apply(t, msg); }, into_operands);
       } catch (const std::exception& e) {
-        if (!late_) late_ = e.what();
+        if (!late_) {
+          auto [point, loc] = read_origin(msg);
+          late_.emplace(e.what(), std::move(point), loc);
+        }
         return true;
       }
     } else if (!all_stopped_) {
@@ -815,20 +872,24 @@ public:
     if (result == LaunchGroup::Delivery::not_ready) return false;
     if (result == LaunchGroup::Delivery::gone && !late_ && run_) {
       const Mesh& mesh = run_->mesh();
-      // Reported on the host after the call: the message names the sender's device and core, and the
-      // kernel and its pallas_call when a device here made the launch.
+      // Reported on the host after the call as the sender's failure (its header: the sender's device,
+      // core and grid point, the copy's line); the message names the kernel and its pallas_call when a
+      // device here made the launch.
       const std::string kernel =
           group ? fmt::format("kernel `{}` (collective launch #{}, the pallas_call at {})", group->key().kernel, g,
                               group->key().loc.str())
                 : fmt::format("collective launch #{}", g);
-      late_ = fmt::format(
+      auto [point, loc] = read_origin(msg);
+      late_.emplace(
+          fmt::format(
           "a remote {} from {}, core {}, reached {} after that device's instance of {} had ended or it had stopped: a "
           "device may only reach another while that one runs the same kernel (after its end, only its operands, when "
           "the kernel returns semaphores). Make the receiver wait for it (wait_recv, or semaphore_wait on the "
           "signalled semaphore) before its kernel ends, or return the receive semaphore as an output and wait in the "
           "next call",
           msg[hKind] == kSignal ? "semaphore_signal" : "copy", mesh.device_str(msg[hFrom]), msg[hCore],
-          mesh.device_str(seat.member), kernel);
+          mesh.device_str(seat.member), kernel),
+          std::move(point), loc);
     }
     return true;
   }
@@ -890,7 +951,7 @@ public:
   bool all_stopped_ = false;
   int64_t cursor_ = 0;
   std::list<const int64_t*> arrived_;  // in the window, not yet delivered
-  std::optional<std::string> late_;          // the first copy or signal that came too late
+  std::optional<RuntimeError> late_;         // the first copy or signal that came too late, as its sender's failure
   std::array<std::atomic<bool>, kGroups> announced_{};
   std::array<std::atomic<int>, kGroups> ready_{};
   std::array<std::atomic<bool>, kGroups> announced_end_{};  // kEnded sent (others_ended)

@@ -104,8 +104,9 @@ class Transport {
   // A shard_map call starts its devices.
   virtual void begin_run(MeshRun&) {}
   // Every device of the call in this process stopped: returns once every process got there (so that
-  // no copy of this call lands in the next), with what went wrong in this process's mailbox, if anything.
-  virtual std::optional<std::string> end_run(MeshRun&) { return std::nullopt; }
+  // no copy of this call lands in the next), with what went wrong in this process's mailbox, if anything:
+  // a copy or signal that came too late is its sender's failure (its device, core, grid point and line).
+  virtual std::optional<RuntimeError> end_run(MeshRun&) { return std::nullopt; }
   // Every process's `mine`, by process index (a collective of all processes; threads: just `mine`).
   virtual std::vector<std::string> exchange(std::string mine) { return {std::move(mine)}; }
 };

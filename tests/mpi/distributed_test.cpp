@@ -389,13 +389,14 @@ TEST_SUITE("mpi") {
     // after device 2's end, so every process fails, with device 2's non-zero semaphore or with the
     // copy that came too late, whatever the timing; then the next call starts clean.
     pl::set_random_delays(200, 9);
+    const int start_line = __LINE__ + 7;  // copy.start() below
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       pl::Mesh mesh({4}, {"x"});
       const auto call = pl::pallas_call(
           [](pl::Ref x, pl::Ref o, pl::Ref send, pl::Ref recv) {
             pl::when(pl::axis_index("x") == 1, [&] {
               auto copy = pl::make_async_remote_copy(x, o, send, recv, pl::DeviceId({2}));
-              copy.start();
+              copy.start();  // the line of the late copy's error (start_line)
               copy.wait_send();
             });
           },
@@ -419,6 +420,9 @@ TEST_SUITE("mpi") {
           CHECK(m.find("from device 1 (x=1), core 0,") != std::string::npos);
           CHECK(m.find("distributed_test.cpp:") != std::string::npos);  // the pallas_call
           CHECK(m.find("Make the receiver wait for it") != std::string::npos);
+          // The sender's failure, as on threads: its device and core, and the line of its copy.
+          CHECK(m.find("where: device 1, core 0") != std::string::npos);
+          CHECK(m.find(fmt::format("distributed_test.cpp:{}", start_line)) != std::string::npos);
         }
       }
       const pl::Array w = iota({16, 4});
