@@ -1,8 +1,10 @@
 #include "runtime/consequences.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "jit/ir/diagnostics.h"
 
@@ -93,16 +95,31 @@ std::optional<std::string_view> take(std::string_view& in) {
 
 }  // namespace
 
-// "E" and the message for a failure of its own; "D", the message and each wait's participant and
-// what it waits on for a deadlock report.
+// "E" for a failure of its own, "D" for a deadlock report; then the message, the notes, whether it is
+// a RuntimeError ("1") and then its device, core, grid point, pipeline step, file, line and column;
+// last, for a deadlock report, each wait's participant and what it waits on.
 std::string encode_failure(const std::exception_ptr& failure) {
   if (!failure) return "";
   std::string out;
+  const auto put_notes = [&](const std::vector<std::string>& notes) {
+    put(out, std::to_string(notes.size()));
+    for (const std::string& note : notes) put(out, note);
+  };
   try {
     std::rethrow_exception(failure);
   } catch (const RuntimeError& e) {
     out = e.deadlock() ? "D" : "E";
-    put(out, e.what());
+    put(out, e.problem());
+    put_notes(e.notes());
+    put(out, "1");
+    const ExecutionPoint& at = e.where();
+    put(out, std::to_string(at.device));
+    put(out, std::to_string(at.core));
+    put(out, fmt::format("{}", fmt::join(at.grid_point, ",")));
+    put(out, fmt::format("{}", fmt::join(at.inner_point, ",")));
+    put(out, e.loc().file ? std::string_view(e.loc().file) : std::string_view());
+    put(out, std::to_string(e.loc().line));
+    put(out, std::to_string(e.loc().column));
     if (e.deadlock())
       for (const Deadlock::Wait& wait : e.deadlock()->waits) {
         put(out, wait.participant);
@@ -111,28 +128,70 @@ std::string encode_failure(const std::exception_ptr& failure) {
   } catch (const std::exception& e) {
     out = "E";
     put(out, e.what());
+    put_notes({});
+    put(out, "0");
   } catch (...) {
     out = "E";
     put(out, "unknown failure");
+    put_notes({});
+    put(out, "0");
   }
   return out;
 }
 
 std::optional<SentFailure> decode_failure(std::string_view encoded) {
   if (encoded.empty()) return std::nullopt;
+  const std::string_view sent_text = encoded;
+  const auto undecodable = [&]() {
+    return InternalError("the processes' failure exchange", fmt::format("an undecodable failure: `{}`", sent_text));
+  };
+  const auto field = [&]() {
+    const std::optional<std::string_view> f = take(encoded);
+    if (!f) throw undecodable();
+    return *f;
+  };
+  const auto integer = [&](std::string_view text) {
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size() || text.empty()) throw undecodable();
+    return value;
+  };
+  const auto integers = [&](std::string_view text) {
+    std::vector<int64_t> values;
+    while (!text.empty()) {
+      const size_t comma = std::min(text.find(','), text.size());
+      values.push_back(integer(text.substr(0, comma)));
+      text.remove_prefix(std::min(comma + 1, text.size()));
+    }
+    return values;
+  };
   const char kind = encoded.front();
   encoded.remove_prefix(1);
-  const std::optional<std::string_view> message = take(encoded);
-  if ((kind != 'D' && kind != 'E') || !message)
-    throw InternalError("the processes' failure exchange", fmt::format("an undecodable failure: `{}`", encoded));
-  SentFailure sent{std::string(*message), std::nullopt};
-  if (kind == 'E') return sent;
+  if (kind != 'D' && kind != 'E') throw undecodable();
+  SentFailure sent;
+  sent.message = std::string(field());
+  const int64_t notes = integer(field());
+  for (int64_t n = 0; n < notes; ++n) sent.notes.emplace_back(field());
+  if (field() == "1") {
+    ExecutionPoint& at = sent.where.emplace();
+    at.device = static_cast<int>(integer(field()));
+    at.core = static_cast<int>(integer(field()));
+    at.grid_point = integers(field());
+    at.inner_point = integers(field());
+    const std::string_view file = field();
+    // SourceLoc keeps a pointer: the name must outlive this message.
+    if (!file.empty()) sent.loc.file = interned_file_name(file);
+    sent.loc.line = static_cast<uint32_t>(integer(field()));
+    sent.loc.column = static_cast<uint32_t>(integer(field()));
+  }
+  if (kind == 'E') {
+    if (!encoded.empty()) throw undecodable();
+    return sent;
+  }
   sent.deadlock.emplace();
   while (!encoded.empty()) {
-    const std::optional<std::string_view> participant = take(encoded), on = take(encoded);
-    if (!participant || !on)
-      throw InternalError("the processes' failure exchange", fmt::format("an undecodable deadlock: `{}`", encoded));
-    sent.deadlock->waits.push_back(Deadlock::Wait{std::string(*participant), std::string(*on)});
+    const std::string_view participant = field(), on = field();
+    sent.deadlock->waits.push_back(Deadlock::Wait{std::string(participant), std::string(on)});
   }
   return sent;
 }

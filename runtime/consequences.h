@@ -46,11 +46,16 @@ class Consequences {
 // into, which a failure of their own goes before.
 bool is_deadlock(const std::exception_ptr& failure);
 
-// A failure as it crosses between processes (Transport::exchange): its message and, for a deadlock,
-// the waits, so that every process tells the cause from its consequences by the same data.
+// A failure as it crosses between processes (Transport::exchange): its problem, the notes already
+// told after it, for a RuntimeError its execution point and source line, and for a deadlock the waits,
+// so that every process tells the cause from its consequences by the same data and reports the cause
+// under the header (where, at) of the process that failed.
 struct SentFailure {
-  std::string message;
-  std::optional<Deadlock> deadlock;  // set: a deadlock report, which another failure goes before
+  std::string message;                 // a RuntimeError's problem; any other error's what()
+  std::vector<std::string> notes;      // a RuntimeError's notes
+  std::optional<ExecutionPoint> where;  // set: a RuntimeError
+  SourceLoc loc;                        // its file (interned_file_name) and line; unknown for any other error
+  std::optional<Deadlock> deadlock;     // set: a deadlock report, which another failure goes before
 };
 // "" when `failure` is null.
 std::string encode_failure(const std::exception_ptr& failure);

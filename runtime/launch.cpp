@@ -687,8 +687,16 @@ void agree_on_failure(Transport& transport, std::exception_ptr mine) {
       after.add_text(who, all[p]->message);
   }
   if (chosen == static_cast<size_t>(transport.process_index())) rethrow_with_notes(mine, after.notes());
-  const std::string problem = fmt::format("process {} of {} failed: {}", chosen, all.size(), all[chosen]->message);
-  throw RuntimeError(problem, ExecutionPoint{}, SourceLoc{}).retold(problem, after.notes());
+  // The failing process's own header (its device, core, grid point and the user's line) on every
+  // process, its notes, then the others'.
+  const SentFailure& cause = *all[chosen];
+  const std::string problem = fmt::format("process {} of {} failed: {}", chosen, all.size(), cause.message);
+  std::vector<std::string> notes = cause.notes;
+  for (std::string& note : after.notes()) notes.push_back(std::move(note));
+  const ExecutionPoint where = cause.where.value_or(ExecutionPoint{});
+  if (cause.deadlock)
+    throw RuntimeError(problem, where, cause.loc, std::make_shared<const Deadlock>(*cause.deadlock)).retold(problem, notes);
+  throw RuntimeError(problem, where, cause.loc).retold(problem, notes);
 }
 
 }  // namespace

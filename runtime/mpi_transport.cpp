@@ -11,7 +11,6 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <set>
 #include <string_view>
 #include <thread>
 
@@ -98,17 +97,6 @@ void append_origin(std::vector<int64_t>& msg, const ExecutionPoint& point, Sourc
   msg[hSize] = static_cast<int64_t>(msg.size() * sizeof(int64_t));
 }
 
-// A file name from another process, kept for the program's life (SourceLoc holds a pointer): a
-// failure names one, so there are few.
-const char* interned(std::string_view file) {
-  static std::mutex mutex;
-  static std::set<std::string, std::less<>> names;
-  std::lock_guard lock(mutex);
-  auto it = names.find(file);
-  if (it == names.end()) it = names.emplace(file).first;
-  return it->c_str();
-}
-
 // The origin append_origin put in `msg` (none: an unknown one).
 std::pair<ExecutionPoint, SourceLoc> read_origin(const int64_t* msg) {
   if (msg[hOrigin] == 0) return {};
@@ -119,7 +107,7 @@ std::pair<ExecutionPoint, SourceLoc> read_origin(const int64_t* msg) {
   point.inner_point.assign(o + 6 + grid, o + 6 + grid + inner);
   const int64_t* f = o + 6 + grid + inner;
   SourceLoc loc;
-  if (f[0] > 0) loc.file = interned(std::string_view(reinterpret_cast<const char*>(f + 1), static_cast<size_t>(f[0])));
+  if (f[0] > 0) loc.file = interned_file_name(std::string_view(reinterpret_cast<const char*>(f + 1), static_cast<size_t>(f[0])));
   loc.line = static_cast<uint32_t>(o[0]);
   loc.column = static_cast<uint32_t>(o[1]);
   return {std::move(point), loc};

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <fmt/ranges.h>
 
 namespace tessera {
@@ -10,6 +12,15 @@ namespace tessera {
 std::string SourceLoc::str() const {
   if (!known()) return "<unknown location>";
   return fmt::format("{}:{}", file, line);
+}
+
+const char* interned_file_name(std::string_view file) {
+  static std::mutex mutex;
+  static std::set<std::string, std::less<>> names;
+  std::lock_guard lock(mutex);
+  auto it = names.find(file);
+  if (it == names.end()) it = names.emplace(file).first;
+  return it->c_str();
 }
 
 static std::string user_message(const std::string& what, const std::string& given, const std::string& fix,

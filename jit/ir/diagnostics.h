@@ -15,6 +15,7 @@
 #include <source_location>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera {
@@ -34,6 +35,11 @@ struct SourceLoc {
   // "path/to/file.cpp:42", or "<unknown location>".
   std::string str() const;
 };
+
+// A file name received from another process, kept for the program's life (SourceLoc holds a pointer,
+// which std::source_location's static strings satisfy and a received message does not): one copy per
+// distinct name, and a failure names few.
+const char* interned_file_name(std::string_view file);
 
 class Error : public std::runtime_error {
  public:

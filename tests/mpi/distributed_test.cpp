@@ -506,6 +506,36 @@ TEST_SUITE("mpi") {
 }
 
 TEST_SUITE("mpi") {
+  TEST_CASE("errors across processes: every process reports the failing device, core and line as that device's process does") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      pl::Mesh mesh({4}, {"i"});
+      // Only device 3 (in the last process) reads out of bounds; the other devices finish.
+      const uint32_t line = __LINE__ + 2;
+      const auto call = pl::pallas_call(
+          [](pl::Ref x, pl::Ref o) { o() = x(pl::ds(pl::axis_index("i") / 3 * 100, 1)); },
+          pl::GridSpec{}, pl::ShapeDtype({1}, pl::f32), backend);
+      auto f = pl::shard_map([&](const pl::Array& block) { return call(block); }, mesh, {pl::P("i")}, {pl::P("i")});
+      try {
+        f(pl::Array::zeros({4}, pl::f32));
+        FAIL("the out-of-bounds read went unreported");
+      } catch (const RuntimeError& e) {
+        const std::string m = e.what();
+        INFO(m);
+        CHECK(e.where().device == 3);
+        CHECK(e.where().core == 0);
+        CHECK(e.loc().line == line);
+        REQUIRE(e.loc().file != nullptr);
+        CHECK(std::string_view(e.loc().file).ends_with("distributed_test.cpp"));
+        CHECK(m.find("out-of-bounds slice") != std::string::npos);
+        CHECK(m.find("\n  where: device 3, core 0\n") != std::string::npos);
+        CHECK(m.find(fmt::format("\n  at:    {}:{}", e.loc().file, line)) != std::string::npos);
+        const int last = pl::process_count() - 1;
+        if (pl::process_index() != last)
+          CHECK(e.problem().starts_with(fmt::format("process {} of {} failed: ", last, pl::process_count())));
+      }
+    });
+  }
+
   TEST_CASE("errors across processes: a shard_map inside another one's function is a UserError on every process") {
     pl::Mesh mesh({2}, {"x"});
     auto inner = pl::shard_map([](const pl::Array& b) { return b; }, mesh, {pl::P("x")}, {pl::P("x")});

@@ -73,25 +73,58 @@ TEST_SUITE("runtime") {
     }
   }
 
-  TEST_CASE("consequences: a failure crosses between processes with its kind and waits") {
+  TEST_CASE("consequences: a failure crosses between processes with its kind, place, line, notes and waits") {
     // Framing characters in the texts are only text.
     const std::string message = "2:x: a message\nwith 12:lines";
     const std::optional<SentFailure> own = decode_failure(encode_failure(runtime_error(message, 1, {})));
     REQUIRE(own);
-    CHECK(own->message == RuntimeError(message, ExecutionPoint{1, 0, {}, {}}, SourceLoc{}).what());
+    CHECK(own->message == message);
+    REQUIRE(own->where);
+    CHECK(own->where->str() == "device 1, core 0");
+    CHECK_FALSE(own->loc.known());
     CHECK_FALSE(own->deadlock);
+    // The execution point and the user's line survive, and the file name outlives the message (odd
+    // characters included).
+    {
+      std::string file = "dir with space/1:k\n,é.cpp";
+      const RuntimeError sent("out of bounds", ExecutionPoint{3, 1, {2, 0, 5}, {1, 4}}, SourceLoc{});
+      SourceLoc loc;
+      loc.file = file.c_str();
+      loc.line = 42;
+      loc.column = 7;
+      std::string encoded = encode_failure(std::make_exception_ptr(
+          RuntimeError(sent.problem(), sent.where(), loc).retold("out of bounds", {"device 2 then failed: x"})));
+      file.assign(file.size(), '?');
+      const std::optional<SentFailure> placed = decode_failure(encoded);
+      encoded.assign(encoded.size(), '?');
+      REQUIRE(placed);
+      REQUIRE(placed->where);
+      CHECK(placed->where->device == 3);
+      CHECK(placed->where->core == 1);
+      CHECK(placed->where->grid_point == std::vector<int64_t>{2, 0, 5});
+      CHECK(placed->where->inner_point == std::vector<int64_t>{1, 4});
+      CHECK(placed->loc.str() == "dir with space/1:k\n,é.cpp:42");
+      CHECK(placed->loc.column == 7);
+      CHECK(placed->notes == std::vector<std::string>{"device 2 then failed: x"});
+      CHECK(placed->message == "out of bounds");
+    }
     const std::optional<SentFailure> deadlock = decode_failure(encode_failure(deadlock_error(3, "reworded: 1:")));
     REQUIRE(deadlock);
     REQUIRE(deadlock->deadlock);
     CHECK(deadlock->deadlock->waits.size() == 2);
     CHECK(deadlock->deadlock->waits[1] ==
           Deadlock::Wait{"device 3", "semaphore_wait on the barrier semaphore at k.cpp:12: holds 1 of 2"});
-    CHECK(deadlock->message.starts_with("reworded: 1:\n  where: device 3"));
+    CHECK(deadlock->message == "reworded: 1:");
+    REQUIRE(deadlock->where);
+    CHECK(deadlock->where->device == 3);
     const std::optional<SentFailure> other = decode_failure(encode_failure(std::make_exception_ptr(std::runtime_error("lost"))));
     REQUIRE(other);
     CHECK(other->message == "lost");
+    CHECK_FALSE(other->where);
+    CHECK_FALSE(other->loc.known());
     CHECK_FALSE(decode_failure(encode_failure(nullptr)));
     CHECK_THROWS_AS(decode_failure("D12:short"), InternalError);
+    CHECK_THROWS_AS(decode_failure("E4:lost1:x1:0"), InternalError);  // a count that is no number
   }
 
   TEST_CASE("consequences: another failure is told by its place, first line and source line, and many are capped") {
