@@ -149,8 +149,13 @@ std::vector<std::pair<int64_t, int64_t>> byte_runs(const Shape& shape, std::span
 std::string region_of(const RefView& ref) {
   const Shape& shape = ref.buffer->shape;
   if (shape.empty()) return "";
+  // Saturated: a window near INT64_MAX (masked_access_test) must not overflow while being described.
   int64_t last = ref.offset;
-  for (size_t d = 0; d < ref.shape.size(); ++d) last += (ref.shape[d] - 1) * ref.strides[d];
+  for (size_t d = 0; d < ref.shape.size(); ++d) {
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(ref.shape[d] - 1, ref.strides[d], &reach) || __builtin_add_overflow(last, reach, &last))
+      last = reach < 0 ? INT64_MIN : INT64_MAX;
+  }
   const std::vector<int64_t> lo = row_major_index(shape, ref.offset), hi = row_major_index(shape, last);
   std::vector<std::string> ranges;
   for (size_t d = 0; d < shape.size(); ++d) ranges.push_back(fmt::format("{}:{}", lo[d], hi[d] + 1));
