@@ -5,9 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -15,17 +13,6 @@
 namespace tessera::ir {
 
 namespace {
-
-// SourceLoc keeps a `const char*` file name that must outlive the IR (it normally points at
-// std::source_location's static strings), so parsed file names are interned for the process.
-const char* intern_file(std::string_view name) {
-  static std::mutex mutex;
-  static std::set<std::string, std::less<>> names;
-  std::lock_guard lock(mutex);
-  auto it = names.find(name);
-  if (it == names.end()) it = names.emplace(name).first;
-  return it->c_str();
-}
 
 std::optional<OpKind> op_by_mnemonic(std::string_view m) {
   static const std::unordered_map<std::string_view, OpKind> table = [] {
@@ -208,7 +195,7 @@ class Parser {
         char* end = nullptr;
         const unsigned long n = std::strtoul(line.c_str(), &end, 10);
         if (!line.empty() && *end == '\0' && n > 0) {
-          op->loc.file = intern_file(loc.substr(0, colon));
+          op->loc.file = interned_file_name(loc.substr(0, colon));
           op->loc.line = static_cast<uint32_t>(n);
         }
       }
