@@ -165,9 +165,9 @@ void DmaEngine::join(LaunchGroup* group, int64_t member, int core) {
   if (mode_ == DmaMode::worker) mode_ = DmaMode::eager;
 }
 
-void DmaEngine::add_semaphores(const int64_t* base, int64_t count, DType kind, std::string name, bool kernel_lifetime) {
+void DmaEngine::add_semaphores(const int64_t* base, int64_t count, DType kind, std::string name, Lifetime lifetime) {
   std::erase_if(named_, [&](const Named& n) { return n.base == base; });
-  named_.push_back(Named{base, count, kind, std::move(name), kernel_lifetime});
+  named_.push_back(Named{base, count, kind, std::move(name), lifetime});
 }
 
 const DmaEngine::Named* DmaEngine::find(const int64_t* sem) const {
@@ -350,7 +350,8 @@ void DmaEngine::release(const std::byte* lo, const std::byte* hi, bool forget) {
   std::optional<std::string> error;
   for (const Named& n : named_) {
     const auto* at = reinterpret_cast<const std::byte*>(n.base);
-    if (at >= lo && at < hi && !error) error = nonzero(n, "");
+    if (at >= lo && at < hi && !error)
+      error = nonzero(n, n.lifetime == Lifetime::region ? "its run_scoped region ends" : "the kernel ends", "");
   }
   if (forget)
     std::erase_if(named_, [&](const Named& n) {
@@ -360,14 +361,14 @@ void DmaEngine::release(const std::byte* lo, const std::byte* hi, bool forget) {
   if (error) throw Fault(*error);
 }
 
-std::optional<std::string> DmaEngine::nonzero(const Named& n, std::string_view late) const {
+std::optional<std::string> DmaEngine::nonzero(const Named& n, std::string_view when, std::string_view late) const {
   for (int64_t i = 0; i < n.count; ++i) {
     const int64_t v = value_of(n.base + i);
     if (v == 0) continue;
     return fmt::format(
         "{} is {} when {}{}: every semaphore must be back at zero by then ({}). Wait for every copy you start "
         "(.wait()), and wait on a regular semaphore for everything signalled to it",
-        describe(n.base + i), v, n.kernel_lifetime ? "the kernel ends" : "its run_scoped region ends", late,
+        describe(n.base + i), v, when, late,
         n.kind == DType::dma_sem ? fmt::format("a DMA semaphore counts bytes: {} bytes of copies were never waited for", v)
                                  : fmt::format("{} signalled that no semaphore_wait took", v));
   }
@@ -375,12 +376,18 @@ std::optional<std::string> DmaEngine::nonzero(const Named& n, std::string_view l
 }
 
 void DmaEngine::check_kernel_semaphores() const {
-  for (const Named& n : named_)
-    if (n.kernel_lifetime)
-      if (std::optional<std::string> error = nonzero(
-              n, " (a remote copy or signal from another device or core reached it as the kernel ended, after its "
-                 "last wait)"))
-        throw Fault(*error);
+  for (const Named& n : named_) {
+    if (n.lifetime == Lifetime::operand) continue;
+    const std::optional<std::string> error =
+        n.lifetime == Lifetime::kernel
+            ? nonzero(n, "the kernel ends",
+                      " (a remote copy or signal from another device or core reached it as the kernel ended, after its "
+                      "last wait)")
+            : nonzero(n, "the kernel ends",
+                      " (a remote copy or signal from another device or core reached it after the last run of its "
+                      "run_scoped region ended: it can only be for a run that never comes)");
+    if (error) throw Fault(*error);
+  }
 }
 
 void DmaEngine::deadlock(const int64_t* sem, int64_t value, int64_t have, bool dma, SourceLoc loc) const {

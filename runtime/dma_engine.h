@@ -91,9 +91,12 @@ class DmaEngine {
     if (schedule_) schedule_point();
   }
 
-  // Names `count` semaphores at `base` for messages, as they are allocated. `kernel_lifetime`: they
-  // live until the kernel ends (scratch), else until their run_scoped region ends.
-  void add_semaphores(const int64_t* base, int64_t count, DType kind, std::string name, bool kernel_lifetime);
+  // How long named semaphores must stay at zero: an operand's are the caller's (a kernel may return
+  // counts); scratch's until the kernel ends; a run_scoped region's at each end of the region, and
+  // from its last end to the kernel's (a copy may arrive for its next run, never after the last).
+  enum class Lifetime { operand, kernel, region };
+  // Names `count` semaphores at `base` for messages, as they are allocated.
+  void add_semaphores(const int64_t* base, int64_t count, DType kind, std::string name, Lifetime lifetime);
 
   void start(Copy copy);
   void signal(int64_t* sem, int64_t inc);
@@ -105,9 +108,9 @@ class DmaEngine {
   // it must be zero (else a Fault names the first that is not). `forget`: the memory is being freed.
   void release(const std::byte* lo, const std::byte* hi, bool forget);
 
-  // The kernel-lifetime semaphores (scratch) once more, after the kernel's end: a Fault naming the
-  // first that is not zero. In a launch group another participant's copy or signal may have landed
-  // there after release() checked them (LaunchGroup::end).
+  // The scratch and run_scoped semaphores once more, after the kernel's end: a Fault naming the first
+  // that is not zero. In a launch group another participant's copy or signal may have landed there
+  // after release() checked them (LaunchGroup::end).
   void check_kernel_semaphores() const;
 
   // Completes every copy started and not done (on_wait), e.g. when the kernel ends normally and its
@@ -126,15 +129,15 @@ class DmaEngine {
     int64_t count;
     DType kind;
     std::string name;
-    bool kernel_lifetime;
+    Lifetime lifetime;
   };
   struct Shared;  // what the worker thread touches; made when the worker mode is used
   friend class DmaWorker;
 
   const Named* find(const int64_t* sem) const;
-  // The message for the first of `n`'s semaphores that is not zero, if any; `late` is added after
-  // "when the kernel ends".
-  std::optional<std::string> nonzero(const Named& n, std::string_view late) const;
+  // The message for the first of `n`'s semaphores that is not zero, if any, checked `when`; `late`
+  // is added after it.
+  std::optional<std::string> nonzero(const Named& n, std::string_view when, std::string_view late) const;
   void apply(Copy& copy);  // moves the data and signals, on the calling thread
   void signalled();        // a semaphore went up: wakes the group's waiters
   void schedule_point();

@@ -117,7 +117,7 @@ extern "C" void* tessera_rt_alloc(CoreContext* core, int32_t op) {
     core->add_region(op, b.data(), t.num_elements() * tessera::dtype_size(t.dtype));
     if (semaphores)
       core->dma.add_semaphores(reinterpret_cast<const int64_t*>(b.data()), t.num_elements(), t.dtype, b.name,
-                               o.parent == core->fn->body);
+                               tessera::rt::semaphore_lifetime(*core->fn, o));
     return static_cast<void*>(b.writable_data());
   });
 }

@@ -161,6 +161,10 @@ const MemoryRegion* CoreContext::region(int64_t key) const {
   return nullptr;
 }
 
+DmaEngine::Lifetime semaphore_lifetime(const ir::Function& fn, const ir::Op& alloc) {
+  return alloc.parent == fn.body ? DmaEngine::Lifetime::kernel : DmaEngine::Lifetime::region;
+}
+
 void begin_pipeline(CoreContext& core, int64_t id) { core.nested_writebacks_[id].clear(); }
 
 void check_revisit(CoreContext& core, const ir::BlockCopyAttr& attr, std::span<const int64_t> starts) {
@@ -380,7 +384,8 @@ void run_one_core(const Executable& exe, CoreContext& ctx, const OperandMemory& 
     const int64_t key = op.role == OperandRole::scalar_prefetch ? core_operand_key(static_cast<int64_t>(k)) : -1 - static_cast<int64_t>(k);
     ctx.add_region(key, mem.data[k], op.bytes());
     if (is_semaphore(op.dtype))
-      ctx.dma.add_semaphores(static_cast<const int64_t*>(mem.data[k]), num_elements(op.shape), op.dtype, op.name, false);
+      ctx.dma.add_semaphores(static_cast<const int64_t*>(mem.data[k]), num_elements(op.shape), op.dtype, op.name,
+                             DmaEngine::Lifetime::operand);
   }
   if (races) {
     ctx.races = races;

@@ -182,6 +182,10 @@ struct CoreContext {
   std::map<int64_t, std::unordered_map<std::string, std::vector<int64_t>>> nested_writebacks_;
 };
 
+// How long the semaphores an Alloc op makes must stay at zero: the kernel's own scratch until the
+// kernel ends, a nested (run_scoped) region's at each of the region's ends. Shared by both backends.
+DmaEngine::Lifetime semaphore_lifetime(const ir::Function& fn, const ir::Op& alloc);
+
 // Records a block written back by a writeback_block op and faults on a non-consecutive revisit
 // (unless the output aliases an input, where revisits are the point): across the launch for the
 // kernel's grid, within one run for a nested pipeline. Shared by both backends.

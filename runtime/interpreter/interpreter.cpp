@@ -287,6 +287,10 @@ void Interpreter::run(CoreContext& ctx, std::vector<Value> params) const {
       throw RuntimeError(e.problem() + ": " + e.given(), ctx.point, op.loc);
     }
     ctx.add_region(static_cast<int64_t>(id), b->data(), t.num_elements() * dtype_size(t.dtype));
+    // Named from the start, as compiled: a signal toward a region that never runs is checked at the end.
+    if (is_semaphore(t.dtype))
+      ctx.dma.add_semaphores(reinterpret_cast<const int64_t*>(b->data()), t.num_elements(), t.dtype, b->name,
+                             semaphore_lifetime(fn_, op));
     if (!tracked_scratch_.empty() && tracked_scratch_[id]) frame.writes.begin(*b);
     frame.storage.emplace(id, std::move(b));
   }
@@ -436,7 +440,7 @@ void Interpreter::exec_op(Frame& frame, const ir::Op& op, bool shuffled) const {
       }
       if (is_semaphore(t.dtype))
         frame.ctx.dma.add_semaphores(reinterpret_cast<const int64_t*>(buffer.data()), t.num_elements(), t.dtype,
-                                     buffer.name, op.parent == fn_.body);
+                                     buffer.name, semaphore_lifetime(fn_, op));
       frame.live.push_back(&op);
       set(RefView::whole(buffer));
       return;

@@ -588,5 +588,56 @@ TEST_SUITE("dsl") {
     }
     pl::set_random_delays(0);
   }
-}
 
+  // A run_scoped region's semaphore may receive a signal for its next run before that run begins, but
+  // one that lands after the region's last run is for a run that never comes: the receiver's error at
+  // its kernel's end, never lost. Device 1 runs its region, lets device 0 go, and waits until device 0
+  // has signalled device 1's region semaphore (after the region ended) and acknowledged it.
+  TEST_CASE("remote copies: a signal toward a run_scoped semaphore after the region's last run is an error") {
+    auto kernel = [](pl::Ref, pl::Ref o, pl::Ref go, pl::Ref ack) {
+      const pl::Value x = pl::axis_index("x");
+      pl::when(x == 1, [&] {
+        pl::run_scoped([&](pl::Ref) { o() = pl::zeros_like(o); }, pl::SemaphoreType::REGULAR);
+        pl::semaphore_signal(go, 1, pl::DeviceId({0}));
+        pl::semaphore_wait(ack, 1);
+      });
+      pl::when(x == 0, [&] {
+        pl::semaphore_wait(go, 1);
+        pl::run_scoped([&](pl::Ref sem) { pl::semaphore_signal(sem, 1, pl::DeviceId({1})); },
+                       pl::SemaphoreType::REGULAR);
+        pl::semaphore_signal(ack, 1, pl::DeviceId({1}));
+        o() = pl::zeros_like(o);
+      });
+    };
+    const pl::Array x = ramp({4, 8});
+    for (const testing::Backend& b : semaphore_backends()) {
+      INFO("backend: " << std::string(b.name));
+      auto call = pl::pallas_call(
+          kernel,
+          pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)},
+                       .scratch_shapes = {pl::SemaphoreType::REGULAR, pl::SemaphoreType::REGULAR}},
+          pl::ShapeDtype({2, 8}, pl::f32), b.options);
+      auto run = [&] {
+        pl::shard_map([&](const pl::Array& blk) { return call(blk); }, pl::Mesh({2}, {"x"}), {pl::P("x")},
+                      {pl::P("x")})(x);
+      };
+      std::string message;
+      try {
+        run();
+      } catch (const RuntimeError& e) {
+        message = e.what();
+      }
+      INFO(message);
+      CHECK(message.find("semaphore `run_scoped 0` is 1 when the kernel ends") != std::string::npos);
+      CHECK(message.find("after the last run of its run_scoped region ended") != std::string::npos);
+      CHECK(message.find("where: device 1, core 0") != std::string::npos);
+      // The next call in the process works.
+      auto fine = pl::pallas_call(
+          [](pl::Ref, pl::Ref o) { o() = pl::zeros_like(o); }, pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}},
+          pl::ShapeDtype({2, 8}, pl::f32), b.options);
+      CHECK(pl::shard_map([&](const pl::Array& blk) { return fine(blk); }, pl::Mesh({2}, {"x"}), {pl::P("x")},
+                          {pl::P("x")})(x).gather().to_vector<float>() ==
+            std::vector<float>(32, 0.0f));
+    }
+  }
+}

@@ -32,7 +32,7 @@ TEST_SUITE("runtime") {
   TEST_CASE("dma engine: eager copies land when started and count their bytes") {
     DmaEngine e;
     int64_t sems[2] = {0, 0};
-    e.add_semaphores(sems, 2, DType::dma_sem, "copies", true);
+    e.add_semaphores(sems, 2, DType::dma_sem, "copies", DmaEngine::Lifetime::kernel);
     float src[4] = {1, 2, 3, 4}, dst[4] = {};
     std::vector<int> log;
     e.start(logged_copy(dst, src, 4, &sems[1], &log, 0));
@@ -48,7 +48,7 @@ TEST_SUITE("runtime") {
       DmaEngine e;
       e.configure(DmaMode::on_wait, seed);
       int64_t sem = 0;
-      e.add_semaphores(&sem, 1, DType::dma_sem, "sem", true);
+      e.add_semaphores(&sem, 1, DType::dma_sem, "sem", DmaEngine::Lifetime::kernel);
       float src[8] = {}, dst[8] = {};
       std::vector<int> log;
       for (int i = 0; i < 8; ++i) e.start(logged_copy(dst + i, src + i, 1, &sem, &log, i));
@@ -83,7 +83,7 @@ TEST_SUITE("runtime") {
       DmaEngine e;
       e.configure(mode, 0);
       int64_t sems[3] = {0, 0, 0};
-      e.add_semaphores(sems, 3, DType::sem, "flags", false);
+      e.add_semaphores(sems, 3, DType::sem, "flags", DmaEngine::Lifetime::kernel);
       e.signal(&sems[2], 1);
       static const std::source_location here = std::source_location::current();
       CHECK_THROWS_WITH_AS(e.wait(&sems[2], 2, false, here),
@@ -97,8 +97,8 @@ TEST_SUITE("runtime") {
   TEST_CASE("dma engine: released semaphores must be zero, named in the message") {
     DmaEngine e;
     int64_t regular = 0, dma[2] = {0, 0};
-    e.add_semaphores(&regular, 1, DType::sem, "scratch 0", true);
-    e.add_semaphores(dma, 2, DType::dma_sem, "run_scoped 1", false);
+    e.add_semaphores(&regular, 1, DType::sem, "scratch 0", DmaEngine::Lifetime::kernel);
+    e.add_semaphores(dma, 2, DType::dma_sem, "run_scoped 1", DmaEngine::Lifetime::region);
     e.signal(&regular, 3);
     CHECK_THROWS_WITH_AS(e.release(reinterpret_cast<std::byte*>(&regular), reinterpret_cast<std::byte*>(&regular + 1), false),
                          Contains("semaphore `scratch 0` is 3 when the kernel ends"), Fault);
@@ -109,11 +109,30 @@ TEST_SUITE("runtime") {
     CHECK_THROWS_WITH_AS(e.signal(&regular, -1), Contains("a signal adds a non-negative amount"), Fault);
   }
 
+  TEST_CASE("dma engine: at the kernel's end, scratch and run_scoped semaphores must be zero, operands not") {
+    DmaEngine e;
+    int64_t scratch = 0, region = 0, operand = 0;
+    e.add_semaphores(&scratch, 1, DType::sem, "scratch 0", DmaEngine::Lifetime::kernel);
+    e.add_semaphores(&region, 1, DType::sem, "run_scoped 0", DmaEngine::Lifetime::region);
+    e.add_semaphores(&operand, 1, DType::sem, "input 1", DmaEngine::Lifetime::operand);
+    e.signal(&operand, 2);  // a kernel may return counts in its semaphore operands
+    e.check_kernel_semaphores();
+    e.signal(&region, 1);  // after the region's last end: for a run that never comes
+    CHECK_THROWS_WITH_AS(e.check_kernel_semaphores(),
+                         Contains("semaphore `run_scoped 0` is 1 when the kernel ends (a remote copy or signal from "
+                                  "another device or core reached it after the last run of its run_scoped region"),
+                         Fault);
+    e.wait(&region, 1, false, std::source_location::current());
+    e.signal(&scratch, 1);
+    CHECK_THROWS_WITH_AS(e.check_kernel_semaphores(), Contains("semaphore `scratch 0` is 1 when the kernel ends"),
+                         Fault);
+  }
+
   TEST_CASE("dma engine: worker copies run beside the caller and a wait blocks until they land") {
     DmaEngine e;
     e.configure(DmaMode::worker, 0);
     int64_t sem = 0;
-    e.add_semaphores(&sem, 1, DType::dma_sem, "sem", true);
+    e.add_semaphores(&sem, 1, DType::dma_sem, "sem", DmaEngine::Lifetime::kernel);
     std::vector<float> src(1 << 16, 1.5f), dst(1 << 16, 0.0f);
     for (int rep = 0; rep < 20; ++rep) {
       e.start(window_copy(reinterpret_cast<std::byte*>(dst.data()), {1}, reinterpret_cast<const std::byte*>(src.data()), {1},
@@ -135,7 +154,7 @@ TEST_SUITE("runtime") {
     DmaEngine e;
     e.configure(DmaMode::worker, 0);
     int64_t sem = 0;
-    e.add_semaphores(&sem, 1, DType::dma_sem, "sem", true);
+    e.add_semaphores(&sem, 1, DType::dma_sem, "sem", DmaEngine::Lifetime::kernel);
     std::vector<float> src(1 << 14, 2.5f), dst(1 << 14, 0.0f);  // 64 KiB
     e.start(window_copy(reinterpret_cast<std::byte*>(dst.data()), {1}, reinterpret_cast<const std::byte*>(src.data()), {1},
                         {static_cast<int64_t>(src.size())}, 4, &sem));
