@@ -21,7 +21,7 @@ detail::TraceContext& grid_context(int axis, const char* api, SourceLoc loc) {
                     "an mpmd_map kernel: it runs once at every point of its mesh",
                     "ask for the point with pl::axis_index(\"<axis name>\") (or run an emit_pipeline, whose body has a grid)",
                     loc);
-  const auto& grid = ctx.grids.back();
+  const auto& grid = ctx.grids.back().sizes;
   if (axis < 0 || axis >= static_cast<int>(grid.size()))
     throw UserError(fmt::format("{}: axis {} is out of range for the grid", api, axis),
                     fmt::format("a grid of {} dims ({})", grid.size(), detail::grid_tuple_str(grid)),
@@ -108,7 +108,13 @@ std::vector<Value> traced_if(detail::TraceContext& ctx, const Value& c, const ch
 
 Value program_id(int axis, std::source_location loc) {
   auto& ctx = grid_context(axis, "pl::program_id", loc);
-  return Value::wrap(ctx, ctx.emit_value(OpKind::ProgramId, {}, Type::scalar(DType::i32), int64_t{axis}, loc));
+  Value id = Value::wrap(ctx, ctx.emit_value(OpKind::ProgramId, {}, Type::scalar(DType::i32), int64_t{axis}, loc));
+  // In a pipeline split over cores the index is the whole grid's: this core's part starts at the offset.
+  const std::vector<ir::ValueId>& offsets = ctx.grids.back().offsets;
+  if (!offsets.empty() && offsets[static_cast<size_t>(axis)] != ir::kNone)
+    id = detail::emit(ctx, OpKind::Add, {id, Value::wrap(ctx, offsets[static_cast<size_t>(axis)])},
+                      Type::scalar(DType::i32), {}, loc);
+  return id;
 }
 
 Value num_programs(int axis, std::source_location loc) {

@@ -81,7 +81,7 @@ AxisRef resolve_axis(const std::string& name, const char* api, SourceLoc loc) {
                     "a named dim of the pallas_call's grid used inside an emit_pipeline body or index map",
                     "read it in the kernel body, outside the emit_pipeline, and use the value inside", loc);
   const int dim = static_cast<int>(g - grid.begin());
-  return AxisRef{dim, ctx->grids.back().at(static_cast<size_t>(dim)), nullptr, -1};
+  return AxisRef{dim, ctx->grids.back().sizes.at(static_cast<size_t>(dim)), nullptr, -1};
 }
 
 int64_t size_of(const AxisRef& r) { return r.grid_dim ? r.grid_size : r.mesh->shape()[r.mesh_axis]; }

@@ -16,14 +16,24 @@
 // step; a negative one is a RuntimeError), and num_programs in the body gives it. A static dim of 0
 // is rejected as in Pallas.
 //
+// Split over cores (Pallas's megacore partition): with `.core_axis = k` (a grid axis of the enclosing
+// pallas_call, program_id(k) the core) or `.core_axis_name = "core"` (a pl::CoreMesh or mesh axis,
+// axis_index the core), each core runs a contiguous part of one parallel grid dim
+// (`.dimension_semantics`): the first parallel dim the core count divides, each core size / cores
+// steps; else the largest static parallel dim (or the one traced parallel dim), core c taking
+// size / cores steps plus one more while c < size % cores. Index maps and program_id see the whole
+// grid's index (the part's start added); num_programs gives this core's step count, as in Pallas.
+//
 // Front-end layer (dsl/).
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <source_location>
 #include <type_traits>
 #include <vector>
 
+#include "dsl/devices.h"
 #include "dsl/grid_dim.h"
 #include "dsl/signature.h"
 #include "dsl/specs.h"
@@ -35,19 +45,23 @@ struct PipelineSpec {
   std::vector<GridDim> grid;  // numbers and traced integer scalars
   std::vector<BlockSpec> in_specs;
   std::vector<BlockSpec> out_specs;
-  // One per grid dim; recorded for tools (the inner grid runs in order on its core).
+  // One per grid dim (default: all arbitrary). The inner grid runs in order on its core; with a core
+  // axis below, a parallel dim is the one split over the cores.
   std::vector<DimensionSemantics> dimension_semantics;
+  // At most one: the axis whose index is the core and whose size the core count (see above).
+  std::optional<int> core_axis;                 // a grid axis of the enclosing pallas_call
+  std::optional<AxisNames> core_axis_name;      // a pl::CoreMesh or mesh axis, or several (joint)
 };
 
 namespace detail {
 void emit_pipeline_impl(const PipelineSpec& spec, int body_arity, const std::function<void(std::vector<Ref>&)>& body,
-                        const std::vector<Ref>& refs, SourceLoc loc);
+                        const std::vector<Ref>& refs, std::source_location loc);
 }  // namespace detail
 
 // The pipeline emit_pipeline returns; calling it with the refs (inputs, then outputs) traces it.
 class EmittedPipeline {
  public:
-  EmittedPipeline(PipelineSpec spec, int arity, std::function<void(std::vector<Ref>&)> body, SourceLoc loc)
+  EmittedPipeline(PipelineSpec spec, int arity, std::function<void(std::vector<Ref>&)> body, std::source_location loc)
       : spec_(std::move(spec)), arity_(arity), body_(std::move(body)), loc_(loc) {}
 
   template <class... R>
@@ -61,7 +75,7 @@ class EmittedPipeline {
   PipelineSpec spec_;
   int arity_;
   std::function<void(std::vector<Ref>&)> body_;
-  SourceLoc loc_;
+  std::source_location loc_;
 };
 
 template <class F>

@@ -121,7 +121,7 @@ ir::RegionId trace_index_map(TraceContext& ctx, const PipelineContext& pc, const
   const SourceLoc loc = spec.loc().known() ? spec.loc() : pc.loc;
   ir::RegionId r = ctx.builder().create_region(std::vector<Type>(rank, Type::scalar(DType::i32)));
   TraceContext::Scope scope(ctx, r, fmt::format("the index map of {}", po.name));
-  ctx.grids.push_back(pc.grid);
+  ctx.grids.push_back({pc.grid, pc.offsets});
   const std::vector<ir::ValueId> args = ctx.builder().function().regions[r].args;  // a copy: tracing adds regions
   std::vector<ir::ValueId> yielded, sizes;  // the indices, then one size per Bounded dim
   if (!spec.index_map()) {
@@ -140,7 +140,12 @@ ir::RegionId trace_index_map(TraceContext& ctx, const PipelineContext& pc, const
                                   : "take one pl::Value per grid dim, then one pl::Ref per scalar-prefetch operand",
               loc);
     std::vector<IndexArg> margs;
-    for (size_t d = 0; d < rank; ++d) margs.emplace_back(Value::wrap(ctx, args[d]), static_cast<int>(d), loc);
+    for (size_t d = 0; d < rank; ++d) {
+      Value index = Value::wrap(ctx, args[d]);
+      if (!pc.offsets.empty() && pc.offsets[d] != ir::kNone)  // the whole grid's index, as program_id gives
+        index = emit(ctx, OpKind::Add, {index, Value::wrap(ctx, pc.offsets[d])}, Type::scalar(DType::i32), {}, loc);
+      margs.emplace_back(index, static_cast<int>(d), loc);
+    }
     for (size_t k = 0; k < pc.prefetch.size(); ++k) margs.emplace_back(pc.prefetch[k], static_cast<int>(rank + k), loc);
     std::vector<MapIndex> result = map.fn(margs);
     if (result.size() != po.block.size())
@@ -221,7 +226,7 @@ void trace_pipeline(TraceContext& ctx, const PipelineContext& pc, ir::PipelineAt
   ir::RegionId region = ctx.builder().create_region(body_types, body_names);
   {
     TraceContext::Scope scope(ctx, region, attr.id > 0 ? "an emit_pipeline body" : "the kernel body");
-    ctx.grids.push_back(pc.grid);
+    ctx.grids.push_back({pc.grid, pc.offsets});
     std::vector<Ref> refs;
     for (ir::ValueId a : ctx.builder().function().regions[region].args) refs.push_back(Ref::wrap(ctx, a));
     body(refs);

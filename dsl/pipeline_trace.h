@@ -24,6 +24,9 @@ struct PipelineContext {
   std::vector<Ref> prefetch;                 // scalar-prefetch refs every index map receives after the grid indices
   int64_t default_buffers = 1;               // block buffers when a spec sets no pipeline mode
   std::vector<ir::ValueId> sizes;            // the dynamic dims' sizes (index scalars), in order
+  // Empty, or one per grid dim: an i32 added to the dim's index in index maps and program_id (where
+  // this core's part of a grid split over cores starts; ir::kNone: nothing to add).
+  std::vector<ir::ValueId> offsets;
 
   [[noreturn]] void fail(std::string problem, std::string given, std::string fix, SourceLoc at) const;
   // The grid's static dims are >= 0 and fit program_id (an i32), and their step count fits int64_t;

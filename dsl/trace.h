@@ -56,8 +56,14 @@ class TraceContext {
     ir::Builder::RegionScope builder_scope_;
   };
 
-  // The grids of the pipelines being traced (innermost last): program_id's axis is checked against it.
-  std::vector<std::vector<int64_t>> grids;
+  // The grids of the pipelines being traced (innermost last): program_id's axis is checked against
+  // `sizes`. `offsets` is empty, or one per dim: where this core's part of a grid split over cores
+  // starts (pl::emit_pipeline's core_axis), added to the dim's index (ir::kNone: nothing to add).
+  struct GridScope {
+    std::vector<int64_t> sizes;
+    std::vector<ir::ValueId> offsets;
+  };
+  std::vector<GridScope> grids;
   // Refs of arrays the kernel may not write (inputs not aliased to an output).
   std::set<ir::ValueId> read_only;
   // Numbers emit_pipeline's nested pipelines (the kernel's own grid is 0).
