@@ -50,7 +50,21 @@ struct AxisRef {
   int64_t grid_size = 0;
   const Mesh* mesh = nullptr;
   int64_t mesh_axis = -1;
+  // An axis of the shard_map's mesh around an mpmd_map (DeviceContext::outer): this device's
+  // coordinate, a number of the trace (the mpmd_map traces its kernels for each device).
+  std::optional<int64_t> outer_coord;
 };
+
+// The axis `name` of the mesh of the shard_map an mpmd_map being traced was called in, if any.
+std::optional<AxisRef> outer_axis(const rt::DeviceContext* device, const std::string& name) {
+  const rt::DeviceContext* outer = device ? device->outer : nullptr;
+  if (!outer) return std::nullopt;
+  const std::vector<std::string>& names = outer->mesh->axis_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) return std::nullopt;
+  const int64_t a = it - names.begin();
+  return AxisRef{std::nullopt, 0, outer->mesh.get(), a, outer->coords[static_cast<size_t>(a)]};
+}
 
 // Grid dims are looked up in the kernel being traced (when one is), mesh axes in the current mesh. A
 // name that is both is an error: which one the user meant cannot be guessed.
@@ -64,6 +78,8 @@ AxisRef resolve_axis(const std::string& name, const char* api, SourceLoc loc) {
   const bool on_mesh = mesh && std::find(mesh->axis_names().begin(), mesh->axis_names().end(), name) !=
                                    mesh->axis_names().end();
   if (g == grid.end()) {
+    if (!on_mesh)
+      if (std::optional<AxisRef> r = outer_axis(device, name)) return *r;
     if (!grid.empty() && !on_mesh)
       throw UserError(fmt::format("{}: there is no axis `{}`", api, name),
                       mesh ? fmt::format("the grid's axes {} and the axes of {}", fmt::join(grid, ", "), mesh->str())
@@ -168,6 +184,17 @@ DeviceId::Target DeviceId::resolve(DeviceIdType type, const char* api, const std
       const Value linear = as_i32(v, api, loc_);
       int64_t stride = 1;
       for (size_t k = joint.size(); k-- > 0;) {
+        const auto& names_here = mesh.axis_names();
+        if (std::find(names_here.begin(), names_here.end(), joint[k]) == names_here.end() &&
+            outer_axis(rt::current_device(), joint[k]))
+          throw UserError(fmt::format("{}: axis `{}` is an axis of the shard_map's mesh, which an mpmd_map inside it "
+                                      "does not reach",
+                                      api, joint[k]),
+                          fmt::format("a device id over {} in a kernel of {}", joint[k], mesh.str()),
+                          "a kernel of an mpmd_map called inside pl::shard_map signals and copies to the cores of its "
+                          "own device; to reach another device's cores, run every device's cores as one mpmd_map pair "
+                          "{pl::Mesh(...), pl::CoreMesh(...), kernel}",
+                          loc_);
         const int64_t a = mesh.axis(joint[k], loc_);
         if (per_axis[a] || (a == cores && core))
           throw UserError(fmt::format("{}: axis `{}` is named twice in the device id", api, joint[k]), mesh.str(),
@@ -205,7 +232,9 @@ Value axis_index(const AxisNames& names, std::source_location loc) {
   std::optional<Value> linear;
   for (const std::string& n : checked_names(names, api, loc)) {
     const AxisRef r = resolve_axis(n, api, loc);
-    const Value v = r.grid_dim ? program_id(*r.grid_dim, loc) : mesh_axis_index(r.mesh_axis, loc);
+    const Value v = r.grid_dim      ? program_id(*r.grid_dim, loc)
+                    : r.outer_coord ? Operand(static_cast<int32_t>(*r.outer_coord), loc).materialize()
+                                    : mesh_axis_index(r.mesh_axis, loc);
     if (!linear)
       linear = v;
     else if (sized_at_call(r))

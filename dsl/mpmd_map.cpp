@@ -85,7 +85,8 @@ class MpmdImpl : public CallBase {
   std::string participant_str(size_t pair, int64_t point) const;
   void check_meshes() const;
   void validate(std::span<const Array> args, SourceLoc loc) const;
-  ir::Function trace(size_t pair, std::span<const Array> args) const;
+  // `outer`: the shard_map device the call runs on, whose mesh axes the kernels may read, or null.
+  ir::Function trace(size_t pair, std::span<const Array> args, const rt::DeviceContext* outer) const;
   std::string operand_name(size_t k, size_t inputs) const {
     return k < inputs ? fmt::format("input {}", k) : fmt::format("output {}", k - inputs);
   }
@@ -160,12 +161,13 @@ void MpmdImpl::validate(std::span<const Array> args, SourceLoc loc) const {
       check_allocatable(spec_.scratch_shapes[k], fmt::format("scratch {}", k), title());
 }
 
-ir::Function MpmdImpl::trace(size_t pair, std::span<const Array> args) const {
+ir::Function MpmdImpl::trace(size_t pair, std::span<const Array> args, const rt::DeviceContext* outer) const {
   const size_t ni = args.size(), no = spec_.out_shapes.size();
   std::set<int> aliased_inputs;
   for (auto [in, out] : spec_.options.input_output_aliases) aliased_inputs.insert(in);
   // pl::axis_index and device ids resolve against the pair's own mesh.
   rt::DeviceContext device{meshes_[pair], 0, meshes_[pair]->coords(0), nullptr, 0, first_member_[pair]};
+  device.outer = outer;
   rt::DeviceScope scope(&device);
   ir::Function fn;
   {
@@ -205,8 +207,20 @@ std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, 
   std::lock_guard lock(mutex_);
   std::string key;
   for (const Array& a : args) key += fmt::format("{}[{}];", dtype_name(a.dtype()), fmt::join(a.shape(), ","));
+  // Called inside pl::shard_map (core_map under shard_map), the kernels read the device's coordinates
+  // on the shard_map's mesh as numbers of the trace: one program per device.
+  const rt::DeviceContext* outer = rt::current_device();
+  if (outer) key += fmt::format("{}@{}", outer->mesh->str(), fmt::join(outer->coords, ","));
   if (auto it = programs_.find(key); it != programs_.end()) return it->second;
   validate(args, loc);
+  if (outer)
+    for (size_t p = 0; p < spec_.pairs.size(); ++p)
+      for (const std::string& name : spec_.pairs[p].mesh.axis_names())
+        if (std::find(outer->mesh->axis_names().begin(), outer->mesh->axis_names().end(), name) !=
+            outer->mesh->axis_names().end())
+          fail(fmt::format("axis `{}` of function {}'s mesh is also an axis of the shard_map's mesh", name, p),
+               fmt::format("{} inside pl::shard_map over {}", mesh_str(p), outer->mesh->str()),
+               "give the cores' axis a name of its own, so that every name means one axis", spec_.pairs[p].loc);
   // Every kernel takes the same operands: the inputs, the outputs, then the shared scratch.
   const size_t ni = args.size(), no = spec_.out_shapes.size();
   std::vector<rt::OperandInfo> operands;
@@ -225,7 +239,7 @@ std::shared_ptr<const Programs> MpmdImpl::programs(std::span<const Array> args, 
   progs->pairs.resize(spec_.pairs.size());
   for (size_t p = 0; p < spec_.pairs.size(); ++p) {
     Program& prog = progs->pairs[p];
-    prog.traced = trace(p, args);
+    prog.traced = trace(p, args, outer);
     auto executable = [&](bool interpreted) {
       auto exe = std::make_shared<rt::Executable>();
       exe->key = rt::LaunchKey{name_, spec_.options.compiler_params.collective_id, spec_.loc};

@@ -60,6 +60,9 @@ struct DeviceContext {
   // The launch-group member that is device 0 of `mesh` (mpmd_map puts several meshes in one group).
   int64_t first_member = 0;
   RaceRegistry* races = nullptr;  // the shard_map's race reports and collective detectors
+  // While an mpmd_map called inside pl::shard_map is traced: the shard_map's device it runs on, whose
+  // mesh axes its kernels read (core_map under shard_map). Null otherwise.
+  const DeviceContext* outer = nullptr;
 };
 
 // The current thread's device, or null outside shard_map.

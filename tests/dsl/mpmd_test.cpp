@@ -220,6 +220,36 @@ TEST_SUITE("dsl") {
     }
   }
 
+  TEST_CASE("mpmd_map: a core_map inside shard_map reads the device mesh's axes and its own") {
+    // JAX's shard_map(core_map(...)): each device of the mesh runs an mpmd_map over its cores; the
+    // kernel's axis_index reads the device's coordinate on the shard_map's mesh and the core's.
+    for (const auto& backend : mpmd_backends()) {
+      INFO("backend: " << std::string(backend.name));
+      auto kernel = [](pl::Ref x, pl::Ref o) {
+        const pl::Value c = pl::axis_index("core");
+        const pl::Value tag = (pl::axis_index("x") * 10 + c + pl::axis_size("x") * 100).astype(pl::f32);
+        pl::run_scoped(
+            [&](pl::Ref buf) {
+              pl::sync_copy(x.at(pl::ds(c * kBlock, kBlock)), buf);
+              buf() = buf() + tag;
+              pl::sync_copy(buf, o.at(pl::ds(c * kBlock, kBlock)));
+            },
+            pl::VMEM({kBlock, kCols}, pl::f32));
+      };
+      auto per_device = pl::mpmd_map({{pl::CoreMesh("core", 2), kernel}}, pl::ShapeDtype({2 * kBlock, kCols}, pl::f32),
+                                     {}, backend.options);
+      auto f = pl::shard_map([&](const pl::Array& blk) { return per_device(blk); }, pl::Mesh({3}, {"x"}), {pl::P("x")},
+                             {pl::P("x")});
+      const pl::Array x = iota_rows(6 * kBlock, kCols);
+      const pl::Array out = f(x);
+      for (int64_t d = 0; d < 3; ++d)
+        for (int64_t c = 0; c < 2; ++c) {
+          const int64_t row = (2 * d + c) * kBlock + 3;
+          CHECK(out.at<float>({row, 5}) == x.at<float>({row, 5}) + static_cast<float>(300 + 10 * d + c));
+        }
+    }
+  }
+
   TEST_CASE("mpmd_map: the traced kernel takes the shared memory as parameters and allocates its own") {
     auto k = [](pl::Ref x, pl::Ref o, pl::Ref stage, pl::Ref sems, pl::Ref mine) {
       pl::sync_copy(x, mine);
@@ -294,6 +324,40 @@ TEST_SUITE("errors") {
     static_assert(pl::detail::kernel_form<decltype(returns_value)>() == pl::detail::KernelForm::returns_value);
     static_assert(pl::detail::kernel_form<decltype(not_over_refs)>() == pl::detail::KernelForm::not_over_refs);
     static_assert(pl::detail::kernel_form<decltype(k2)>() == pl::detail::KernelForm::ok);
+  }
+
+  TEST_CASE("errors: a core_map inside shard_map reaches only its own device, and shares no axis name with it") {
+    // A signal toward another device's core needs every device's cores in one mpmd_map pair.
+    auto signal_x = [](pl::Ref, pl::Ref, pl::Ref sem) {
+      pl::semaphore_signal(sem, 1, pl::DeviceId({{"x", 0}}));
+      pl::semaphore_wait(sem, 1);
+    };
+    const int line = __LINE__ - 3;
+    auto inner = pl::mpmd_map({{pl::CoreMesh("core", 2), signal_x}}, pl::ShapeDtype({kBlock, kCols}, pl::f32),
+                              {pl::SemaphoreType::REGULAR});
+    auto outer = pl::shard_map([&](const pl::Array& blk) { return inner(blk); }, pl::Mesh({2}, {"x"}), {pl::P("x")},
+                               {pl::P("x")});
+    try {
+      outer(iota_rows(2 * kBlock, kCols));
+      FAIL("no error");
+    } catch (const UserError& e) {
+      CHECK(e.problem() ==
+            "pl::semaphore_signal: axis `x` is an axis of the shard_map's mesh, which an mpmd_map inside it does not reach");
+      CHECK(e.fix().find("{pl::Mesh(...), pl::CoreMesh(...), kernel}") != std::string::npos);
+      CHECK(e.loc().line == static_cast<uint32_t>(line));
+    }
+    // The cores' axis may not reuse a name of the shard_map's mesh.
+    auto copy = [](pl::Ref x, pl::Ref o) { pl::sync_copy(x, o); };
+    auto same_name = pl::mpmd_map({{pl::CoreMesh("x", 1), copy}}, pl::ShapeDtype({kBlock, kCols}, pl::f32));
+    CHECK_THROWS_WITH_AS(
+        pl::shard_map([&](const pl::Array& blk) { return same_name(blk); }, pl::Mesh({2}, {"x"}), {pl::P("x")},
+                      {pl::P("x")})(iota_rows(2 * kBlock, kCols)),
+        Contains("axis `x` of function 0's mesh is also an axis of the shard_map's mesh"), UserError);
+    // The next call works.
+    auto fine = pl::mpmd_map({{pl::CoreMesh("core", 1), copy}}, pl::ShapeDtype({kBlock, kCols}, pl::f32));
+    const pl::Array x = iota_rows(2 * kBlock, kCols);
+    CHECK(pl::shard_map([&](const pl::Array& blk) { return fine(blk); }, pl::Mesh({2}, {"x"}), {pl::P("x")},
+                        {pl::P("x")})(x).gather().to_vector<float>() == x.to_vector<float>());
   }
 
   TEST_CASE("errors: mpmd_map failures name the participant, deadlocks and shared semaphores left non-zero") {
