@@ -253,31 +253,36 @@ TEST_SUITE("ops") {
             pl::Shape untiled = tiled_shape;
             untiled[split] = n;
             const std::vector<pl::Array> u = device_inputs(mc.mesh, untiled, dtype);
-            const std::vector<pl::Array> got = on_mesh(mc.mesh, u, [&, split = split, concat = concat](const pl::Array& x) {
-              return cl::all_to_all(x, axis, split, concat, false);
-            });
             const std::vector<pl::Array> host = on_mesh(mc.mesh, u, [&, split = split, concat = concat](const pl::Array& x) {
               return pl::all_to_all(x, axis, split, concat, false);
             });
             pl::Shape want_shape = untiled;
             want_shape.erase(want_shape.begin() + split);
             want_shape.insert(want_shape.begin() + concat, n);
-            for (int64_t d = 0; d < mc.mesh.size(); ++d) {
-              CHECK(got[d].shape() == want_shape);
-              CHECK(host[d].shape() == want_shape);
-              // The same elements as the tiled all-to-all (split chunks of 1, concat of the senders).
-              const Vec want = all_to_all_reference(mc.mesh, u, d, axis, split, split);
-              Vec reordered(want.size());
-              pl::Shape tiled_out = untiled;  // [.., n (senders), ..] at split, chunk of 1 squeezed
-              for (int64_t e = 0; e < static_cast<int64_t>(want.size()); ++e) {
-                std::vector<int64_t> t = unflatten(e, tiled_out);
-                const int64_t from = t[split];
-                t.erase(t.begin() + split);
-                t.insert(t.begin() + concat, from);
-                reordered[flatten(t, want_shape)] = want[e];
+            for (const auto& [name, o] : backends(65536)) {
+              INFO(mc.mesh.str() << " along " << axis << ", " << pl::dtype_name(dtype) << ", untiled, split " << split
+                                 << " concat " << concat << ", " << name);
+              const std::vector<pl::Array> got = on_mesh(mc.mesh, u, [&, split = split, concat = concat, o = o](const pl::Array& x) {
+                return cl::all_to_all(x, axis, split, concat, false, o);
+              });
+              for (int64_t d = 0; d < mc.mesh.size(); ++d) {
+                CHECK(got[d].shape() == want_shape);
+                CHECK(host[d].shape() == want_shape);
+                // The same elements as the tiled all-to-all (split chunks of 1, concat of the senders).
+                const Vec want = all_to_all_reference(mc.mesh, u, d, axis, split, split);
+                Vec reordered(want.size());
+                pl::Shape tiled_out = untiled;  // [.., n (senders), ..] at split, chunk of 1 squeezed
+                for (int64_t e = 0; e < static_cast<int64_t>(want.size()); ++e) {
+                  std::vector<int64_t> t = unflatten(e, tiled_out);
+                  const int64_t from = t[split];
+                  t.erase(t.begin() + split);
+                  t.insert(t.begin() + concat, from);
+                  reordered[flatten(t, want_shape)] = want[e];
+                }
+                testing::close_to_reference(got[d], reordered, 0.0, "kernel, device " + std::to_string(d));
+                testing::close_to_reference(host[d], reordered, 0.0, "pl::all_to_all, device " + std::to_string(d));
               }
-              testing::close_to_reference(got[d], reordered, 0.0, "kernel, device " + std::to_string(d));
-              testing::close_to_reference(host[d], reordered, 0.0, "pl::all_to_all, device " + std::to_string(d));
+              if (o.interpret) CHECK_FALSE(pl::races_found());
             }
           }
         }
