@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "examples/double_buffering.h"
+#include "jit/ir/printer.h"
 #include "tests/support/kernels.h"
 
 using namespace tessera;
@@ -225,6 +226,127 @@ TEST_SUITE("dsl") {
           CHECK(out[1].at<int32_t>({0}) == 9);
         },
         pl::InterpretParams{.dma_execution_mode = pl::DmaExecutionMode::on_wait, .random_seed = 3});
+  }
+
+  TEST_CASE("ANY/HBM specs: a block equal to the array at block index 0 hands the pallas_call kernel the array") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      // Pallas's Mosaic lowering accepts such a spec and passes the array itself (a trivial window).
+      // Step i copies row block i of x into row block 3 - i of o, so o is x's blocks reversed.
+      auto kernel = [](pl::Ref x_hbm, pl::Ref o_hbm) {
+        CHECK(x_hbm.shape() == pl::Shape{8, 3});
+        CHECK(x_hbm.memory_space() == pl::MemorySpace::ANY);
+        CHECK(o_hbm.shape() == pl::Shape{8, 3});
+        CHECK(o_hbm.memory_space() == pl::MemorySpace::HBM);
+        pl::Value i = pl::program_id(0);
+        pl::sync_copy(x_hbm.at(pl::ds(i * 2, 2), pl::all), o_hbm.at(pl::ds((3 - i) * 2, 2), pl::all));
+      };
+      auto call = pl::pallas_call(
+          kernel,
+          pl::GridSpec{.grid = {4},
+                       .in_specs = {pl::BlockSpec({8, 3}, [](pl::Value) { return pl::idx(0, 0); }, pl::ANY)},
+                       .out_specs = {pl::BlockSpec({8, 3}, [](pl::Value) { return pl::idx(0, 0); }, pl::HBM)}},
+          pl::ShapeDtype({8, 3}, pl::f32), backend);
+      pl::Array x = iota_rows(8, 3);
+      pl::Array out = call(x);
+      for (int64_t c = 0; c < 4; ++c)
+        for (int64_t r = 0; r < 2; ++r)
+          for (int64_t j = 0; j < 3; ++j) CHECK(out.at<float>({(3 - c) * 2 + r, j}) == x.at<float>({c * 2 + r, j}));
+    });
+  }
+
+  TEST_CASE("ANY/HBM specs: a trivial window traces to the same IR as no block shape") {
+    // The index map that decides it leaves nothing behind in the kernel.
+    auto kernel = [](pl::Ref x, pl::Ref o) { pl::sync_copy(x, o); };
+    auto zeros = [](pl::Value) { return pl::idx(0, 0); };
+    auto blocked = pl::pallas_call(kernel,
+                                   pl::GridSpec{.grid = {2},
+                                                .in_specs = {pl::BlockSpec({8, 3}, zeros, pl::ANY)},
+                                                .out_specs = {pl::BlockSpec({8, 3}, zeros, pl::ANY)}},
+                                   pl::ShapeDtype({8, 3}, pl::f32));
+    auto whole = pl::pallas_call(kernel,
+                                 pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)}},
+                                 pl::ShapeDtype({8, 3}, pl::f32));
+    const std::vector<pl::Array> args{pl::Array::zeros({8, 3}, pl::f32)};
+    CHECK(ir::print(blocked.traced(args)) == ir::print(whole.traced(args)));
+  }
+
+  TEST_CASE("ANY/HBM specs: an emit_pipeline HBM spec with a block shape hands the body a view of the step's block") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      // As Pallas's emit_pipeline (BufferedRef.bind_existing_ref: ref.at[block], nothing copied): the
+      // HBM output view of step i is rows [4i, 4i + 4) of o, the squeezed HBM input view is y[i], the
+      // pl::Element view starts at the element offset its index map returns, and the whole-array HBM
+      // output (block = array at index 0) is the array itself.
+      auto kernel = [](pl::Ref x_hbm, pl::Ref y_hbm, pl::Ref o_hbm, pl::Ref whole_hbm) {
+        pl::emit_pipeline(
+            [&](pl::Ref x, pl::Ref y, pl::Ref x_rows, pl::Ref o, pl::Ref whole) {
+              CHECK(x.memory_space() == pl::MemorySpace::VMEM);
+              CHECK(x_rows.shape() == pl::Shape{4, 8});
+              CHECK(y.shape() == pl::Shape{4, 8});
+              CHECK(y.memory_space() == pl::MemorySpace::ANY);  // a view keeps the array's memory space
+              CHECK(o.shape() == pl::Shape{4, 8});
+              CHECK(whole.shape() == pl::Shape{16, 8});
+              pl::run_scoped(
+                  [&](pl::Ref buf, pl::Ref rows) {
+                    pl::sync_copy(y, buf);
+                    pl::sync_copy(x_rows, rows);
+                    buf() = buf() + x() + rows();
+                    pl::sync_copy(buf, o);  // lands in o's block of this step
+                    pl::sync_copy(buf, whole.at(pl::ds((3 - pl::program_id(0)) * 4, 4), pl::all));
+                  },
+                  pl::VMEM({4, 8}, pl::f32), pl::VMEM({4, 8}, pl::f32));
+            },
+            {.grid = {4},
+             .in_specs = {pl::BlockSpec({4, 8}, [](pl::Value i) { return pl::idx(i, 0); }),
+                          pl::BlockSpec({pl::squeezed, 4, 8}, [](pl::Value i) { return pl::idx(i, 0, 0); }, pl::HBM),
+                          pl::BlockSpec({pl::Element(4), 8}, [](pl::Value i) { return pl::idx(i * 4, 0); }, pl::HBM)},
+             .out_specs = {pl::BlockSpec({4, 8}, [](pl::Value i) { return pl::idx(i, 0); }, pl::HBM),
+                           pl::BlockSpec({16, 8}, [](pl::Value) { return pl::idx(0, 0); }, pl::HBM)}})(
+            x_hbm, y_hbm, x_hbm, o_hbm, whole_hbm);
+      };
+      auto call = pl::pallas_call(kernel,
+                                  pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)},
+                                               .out_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)}},
+                                  {pl::ShapeDtype({16, 8}, pl::f32), pl::ShapeDtype({16, 8}, pl::f32)}, backend);
+      pl::Array x = iota_rows(16, 8);
+      std::vector<float> yv(4 * 4 * 8);
+      for (size_t k = 0; k < yv.size(); ++k) yv[k] = 1000.0f + static_cast<float>(k);
+      pl::Array y = pl::Array::from_vector(yv, {4, 4, 8});
+      std::vector<pl::Array> out = call(x, y);
+      for (int64_t i = 0; i < 16; ++i)
+        for (int64_t j = 0; j < 8; ++j) {
+          const float sum = 2.0f * x.at<float>({i, j}) + y.at<float>({i / 4, i % 4, j});
+          CHECK(out[0].at<float>({i, j}) == sum);
+          CHECK(out[1].at<float>({(3 - i / 4) * 4 + i % 4, j}) == sum);
+        }
+    });
+  }
+
+  TEST_CASE("ANY/HBM specs: an emit_pipeline HBM view out of bounds fails its bounds check, a far-off index too") {
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      // Block index `far` times the block size 4 is 2^64, which a plain 64-bit product would wrap to 0
+      // (block 0, in bounds): the view's start saturates instead, as block copies' offsets do.
+      for (int64_t far : {int64_t{2}, int64_t{1} << 62}) {
+        INFO("block index " << far);
+        const int spec_line = __LINE__ + 5;
+        auto kernel = [far](pl::Ref x_hbm, pl::Ref o_hbm) {
+          pl::emit_pipeline([](pl::Ref x, pl::Ref o) { pl::sync_copy(x, o); },
+                            {.grid = {2},
+                             .in_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })},
+                             .out_specs = {pl::BlockSpec({4}, [far](pl::Value) { return pl::idx(far); }, pl::HBM)}})(
+              x_hbm, o_hbm);
+        };
+        auto call = pl::pallas_call(kernel,
+                                    pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)}},
+                                    pl::ShapeDtype({8}, pl::f32), backend);
+        const std::string slice = far == 2 ? "ds(8, 4)" : "ds(9223372036854775807, 4)";
+        CHECK_THROWS_WITH_AS(call(pl::Array::zeros({8}, pl::f32)),
+                             Contains(fmt::format("out-of-bounds slice of `output 0`: {} in dimension 0", slice).c_str()), RuntimeError);
+        // The view is blamed on its BlockSpec's line, at the pipeline's step.
+        CHECK_THROWS_WITH_AS(call(pl::Array::zeros({8}, pl::f32)), Contains("emit_pipeline step (0)"), RuntimeError);
+        CHECK_THROWS_WITH_AS(call(pl::Array::zeros({8}, pl::f32)), Contains(fmt::format("async_test.cpp:{}", spec_line).c_str()),
+                             RuntimeError);
+      }
+    });
   }
 
   TEST_CASE("dma: on_wait mode shows a read of a copy's destination before its wait") {

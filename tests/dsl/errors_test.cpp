@@ -305,7 +305,28 @@ TEST_SUITE("errors") {
         copy_kernel,
         pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({8, 4}, [](pl::Value i) { return pl::idx(i, 0); }, pl::ANY)}},
         pl::ShapeDtype({16, 4}, pl::f32));
-    CHECK_THROWS_WITH_AS(any_block(x), Contains("input 0 is in memory space ANY, which is passed whole"), UserError);
+    // Pallas's Mosaic lowering takes ANY/HBM blocks only when the block is the whole array at block
+    // index 0 (the kernel then gets the array itself, ANY/HBM specs test): a smaller block, a
+    // computed index or a squeezed dim is rejected.
+    CHECK_THROWS_WITH_AS(any_block(x),
+                         Contains("input 0 is in memory space ANY, which the kernel gets whole: its block must be the "
+                                  "whole array at block index 0"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(any_block(x), Contains("block (8, 4) of an array of shape (16, 4), at block indices the index map computes"),
+                         UserError);
+    auto hbm_moving = pl::pallas_call(
+        copy_kernel,
+        pl::GridSpec{.grid = {2},
+                     .out_specs = {pl::BlockSpec({16, 4}, [](pl::Value i) { return pl::idx(i, 0); }, pl::HBM)}},
+        pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(hbm_moving(x), Contains("output 0 is in memory space HBM, which the kernel gets whole"), UserError);
+    auto any_squeezed = pl::pallas_call(
+        [](pl::Ref, pl::Ref) {},
+        pl::GridSpec{.grid = {2},
+                     .in_specs = {pl::BlockSpec({pl::squeezed, 4}, [](pl::Value) { return pl::idx(0, 0); }, pl::ANY)}},
+        pl::ShapeDtype({16, 4}, pl::f32));
+    CHECK_THROWS_WITH_AS(any_squeezed(pl::Array::zeros({1, 4}, pl::f32)),
+                         Contains("block (squeezed, 4) of an array of shape (1, 4)"), UserError);
     auto arity = pl::pallas_call(
         copy_kernel, pl::GridSpec{.grid = {2, 2}, .in_specs = {pl::BlockSpec({8, 4}, [](pl::Value i) { return pl::idx(i, 0); })}},
         pl::ShapeDtype({16, 4}, pl::f32));
@@ -467,6 +488,26 @@ TEST_SUITE("errors") {
                                              {.grid = {4}, .in_specs = {rows()}, .out_specs = {rows()}})(x, o);
                          }),
                          Contains("pl::program_id: axis 1 is out of range for the grid"), UserError);
+    // Pallas's emit_pipeline has no buffer memory space ANY: an ANY spec with a window is rejected
+    // (pl::HBM gives a view of the block).
+    CHECK_THROWS_WITH_AS(run([&](R x, R o) {
+                           pl::emit_pipeline([](R, R) {},
+                                             {.grid = {4},
+                                              .in_specs = {pl::BlockSpec({2, 8}, [](pl::Value i) { return pl::idx(i, 0); }, pl::ANY)},
+                                              .out_specs = {rows()}})(x, o);
+                         }),
+                         Contains("pl::emit_pipeline: emit_pipeline input 0 is in memory space ANY, which pl::emit_pipeline "
+                                  "does not window"),
+                         UserError);
+    CHECK_THROWS_WITH_AS(run([&](R x, R o) {
+                           pl::emit_pipeline([](R, R) {},
+                                             {.grid = {4},
+                                              .in_specs = {rows()},
+                                              .out_specs = {pl::BlockSpec({pl::Element(2, {1, 0}), 8},
+                                                                          [](pl::Value i) { return pl::idx(i * 2, 0); }, pl::HBM)}})(x, o);
+                         }),
+                         Contains("emit_pipeline output 0 is a view of an HBM array, which pl::Element padding cannot extend"),
+                         UserError);
   }
 }
 
@@ -635,6 +676,19 @@ TEST_SUITE("errors") {
         pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY)}, .out_specs = {pl::BlockSpec(pl::ANY)}}, pl::ShapeDtype({8, 8}, pl::f32));
     expect_error<UserError>([&] { call(pl::Array::zeros({8, 8}, pl::f32)); },
                             {"pl::emit_pipeline: the body takes another number of refs than the pipeline has specs"}, line);
+    next_call_works();
+  }
+
+  TEST_CASE("corpus: a moving ANY block in a pallas_call") {
+    const int line = __LINE__ + 3;
+    auto call = pl::pallas_call(
+        copy_kernel,
+        pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({8}, [](pl::Value i) { return pl::idx(i); }, pl::ANY)}},
+        pl::ShapeDtype({16}, pl::f32));
+    expect_error<UserError>([&] { call(pl::Array::zeros({16}, pl::f32)); },
+                            {"input 0 is in memory space ANY, which the kernel gets whole", "block (8,) of an array of shape (16,)",
+                             "pl::BlockSpec(pl::ANY)"},
+                            line);
     next_call_works();
   }
 
