@@ -7,11 +7,18 @@
 #include <tessera/attention.hpp>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <set>
+#include <string>
 
+#include "jit/ir/parser.h"
+#include "jit/lowering/memory_budget.h"
 #include "tests/ops/reference_check.h"
-#include "tests/support/user_error.h"
+#include "tests/support/capture.h"
 #include "tests/support/kernels.h"
+#include "tests/support/scoped_env.h"
+#include "tests/support/user_error.h"
 
 using namespace tessera;
 namespace pl = tessera;
@@ -127,6 +134,46 @@ double fwd_tol(pl::DType dt) { return dt == pl::bf16 ? 1.5e-2 : 5e-6; }
 double bwd_tol(pl::DType dt) { return dt == pl::bf16 ? 2e-2 : 1e-5; }
 
 using testing::close_to_reference;
+
+// The lowered IR of every kernel `f` builds, as TESSERA_DUMP_IR=check_vmem_budget prints it after
+// the last pass: what the library's calls allocate is not reachable from outside them otherwise.
+std::vector<ir::Function> lowered_kernels(const std::function<void()>& f) {
+  const std::string text = [&] {
+    testing::ScopedEnv dump("TESSERA_DUMP_IR", "check_vmem_budget");
+    return testing::capture_stderr(f);
+  }();
+  const std::string header = "// ---- tessera IR of `";
+  std::vector<ir::Function> out;
+  for (size_t at = text.find(header); at != std::string::npos;) {
+    const size_t body = text.find('\n', at) + 1, next = text.find(header, body);
+    out.push_back(ir::parse(text.substr(body, next == std::string::npos ? std::string::npos : next - body)));
+    at = next;
+  }
+  return out;
+}
+
+// What a lowered kernel holds beyond its operands: the type of every value an op makes — the
+// buffers it allocates (scratch, run_scoped, the interpreter's block copies), the block windows it
+// works on and every block it computes — and its VMEM bytes. The operands (the kernel's parameters,
+// the whole arrays in HBM) are region arguments, not op results, so they are not in it.
+struct Footprint {
+  std::string types;  // sorted, one each
+  int64_t largest_dim = 0;
+  int64_t vmem_bytes = 0;
+};
+Footprint footprint(const ir::Function& fn) {
+  Footprint f;
+  std::set<std::string> types;
+  for (const ir::Op& op : fn.ops)
+    for (ir::ValueId r : op.results) {
+      const Type& t = fn.type(r);
+      types.insert(type_str(t));
+      for (int64_t d : t.shape) f.largest_dim = std::max(f.largest_dim, d);
+    }
+  for (const std::string& t : types) f.types += t + "; ";
+  f.vmem_bytes = passes::vmem_bytes(fn);
+  return f;
+}
 
 struct Case {
   const char* name;
@@ -256,6 +303,38 @@ TEST_SUITE("ops") {
     CHECK(pl::max_abs_diff(a, fa::flash_attention_with_lse(q, k, v, opt).o) == 0);
     CHECK(pl::max_abs_diff(a, b) == 0);
     close_to_reference(a, reference(q, k, v, opt).o, fwd_tol(pl::f32));
+  }
+
+  TEST_CASE("attention: the forward's memory beyond its operands does not grow with the sequence") {
+    // The forward at 256 and 4096 positions (blocks of 128), plain and causal, compiled and
+    // interpreted: every value its kernel makes has the same type at both lengths and no dim longer
+    // than a block, and its VMEM is m, l and acc (bq x 1, bq x 1 and bq x head_dim f32 scratch) and
+    // the two output blocks at either length. A (seq, seq) or (seq, ...) buffer or block anywhere in
+    // the kernel fails it. head_dim 24 keeps these specialisations this test's own.
+    const int64_t bq = 128, d = 24;
+    const int64_t scratch = (bq + bq + bq * d) * 4, out_blocks = (bq * d + bq) * 4;
+    for (bool causal : {false, true})
+      for (bool interpreted : {false, true}) {
+        INFO("causal " << causal << ", " << std::string(interpreted ? "interpreted" : "compiled"));
+        std::vector<Footprint> at;
+        for (int64_t seq : {256, 4096}) {
+          const pl::Shape s{1, 1, seq, d};
+          const pl::Array q = pl::Array::random_normal(s, pl::f32, 16), k = pl::Array::random_normal(s, pl::f32, 17);
+          fa::FlashOptions opt{.causal = causal, .sm_scale = 0.2, .block_sizes = {.block_q = bq, .block_k = bq}};
+          if (interpreted) opt.interpret = pl::InterpretParams{};
+          // One kernel; two where TESSERA_CHECK_AGAINST_INTERPRETER also builds the interpreter's.
+          const std::vector<ir::Function> kernels = lowered_kernels([&] { fa::flash_attention(q, k, k, opt); });
+          REQUIRE(!kernels.empty());
+          INFO("seq " << seq);
+          for (const ir::Function& fn : kernels) {
+            const Footprint f = footprint(fn);
+            CHECK(f.largest_dim == bq);
+            CHECK(f.vmem_bytes == scratch + out_blocks);
+          }
+          at.push_back(footprint(kernels[0]));
+        }
+        CHECK(at[0].types == at[1].types);
+      }
   }
 
   TEST_CASE("attention: misuse is a UserError naming what was given and how to fix it") {
