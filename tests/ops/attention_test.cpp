@@ -305,35 +305,49 @@ TEST_SUITE("ops") {
     close_to_reference(a, reference(q, k, v, opt).o, fwd_tol(pl::f32));
   }
 
-  TEST_CASE("attention: the forward's memory beyond its operands does not grow with the sequence") {
-    // The forward at 256 and 4096 positions (blocks of 128), plain and causal, compiled and
-    // interpreted: every value its kernel makes has the same type at both lengths and no dim longer
-    // than a block, and its VMEM is m, l and acc (bq x 1, bq x 1 and bq x head_dim f32 scratch) and
-    // the two output blocks at either length. A (seq, seq) or (seq, ...) buffer or block anywhere in
-    // the kernel fails it. head_dim 24 keeps these specialisations this test's own.
+  TEST_CASE("attention: memory beyond the operands does not grow with the sequence, forward and backward") {
+    // Forward and backward at 256 and 4096 positions compiled, 256 and 1024 interpreted (blocks of
+    // 128; the interpreter's time grows as seq^2), plain and causal: every value their kernels make
+    // has the same type at both lengths and no dim longer than a block, and their VMEM is the same;
+    // the forward's is m, l and acc (bq x 1, bq x 1 and bq x head_dim f32 scratch) and its two
+    // output blocks. A (seq, seq) or (seq, ...) buffer or block anywhere fails it. head_dim 24 keeps
+    // these specialisations this test's own.
     const int64_t bq = 128, d = 24;
-    const int64_t scratch = (bq + bq + bq * d) * 4, out_blocks = (bq * d + bq) * 4;
+    const int64_t fwd_vmem = (bq + bq + bq * d) * 4 + (bq * d + bq) * 4;
     for (bool causal : {false, true})
       for (bool interpreted : {false, true}) {
         INFO("causal " << causal << ", " << std::string(interpreted ? "interpreted" : "compiled"));
-        std::vector<Footprint> at;
-        for (int64_t seq : {256, 4096}) {
+        std::vector<Footprint> fwd, bwd;  // per length: the forward's kernel; the backward's dk/dv and dq
+        for (int64_t seq : {int64_t{256}, interpreted ? int64_t{1024} : int64_t{4096}}) {
+          INFO("seq " << seq);
           const pl::Shape s{1, 1, seq, d};
-          const pl::Array q = pl::Array::random_normal(s, pl::f32, 16), k = pl::Array::random_normal(s, pl::f32, 17);
+          const pl::Array q = pl::Array::random_normal(s, pl::f32, 16), k = pl::Array::random_normal(s, pl::f32, 17),
+                          dout = pl::Array::random_normal(s, pl::f32, 18);
           fa::FlashOptions opt{.causal = causal, .sm_scale = 0.2, .block_sizes = {.block_q = bq, .block_k = bq}};
           if (interpreted) opt.interpret = pl::InterpretParams{};
-          // One kernel; two where TESSERA_CHECK_AGAINST_INTERPRETER also builds the interpreter's.
-          const std::vector<ir::Function> kernels = lowered_kernels([&] { fa::flash_attention(q, k, k, opt); });
-          REQUIRE(!kernels.empty());
-          INFO("seq " << seq);
-          for (const ir::Function& fn : kernels) {
-            const Footprint f = footprint(fn);
-            CHECK(f.largest_dim == bq);
-            CHECK(f.vmem_bytes == scratch + out_blocks);
+          // One kernel each (two more where TESSERA_CHECK_AGAINST_INTERPRETER also builds the
+          // interpreter's): the first is the forward's, the first two after it the backward's.
+          fa::Forward f;
+          const std::vector<ir::Function> forward = lowered_kernels([&] { f = fa::flash_attention_with_lse(q, k, k, opt); });
+          const std::vector<ir::Function> backward =
+              lowered_kernels([&] { fa::flash_attention_bwd(q, k, k, f.o, f.lse, dout, opt); });
+          REQUIRE(!forward.empty());
+          REQUIRE(backward.size() >= 2);
+          for (const ir::Function& fn : forward) {
+            CHECK(footprint(fn).largest_dim == bq);
+            CHECK(footprint(fn).vmem_bytes == fwd_vmem);
           }
-          at.push_back(footprint(kernels[0]));
+          for (const ir::Function& fn : backward) CHECK(footprint(fn).largest_dim == bq);
+          fwd.push_back(footprint(forward[0]));
+          bwd.push_back(footprint(backward[0]));
+          bwd.push_back(footprint(backward[1]));
         }
-        CHECK(at[0].types == at[1].types);
+        CHECK(fwd[0].types == fwd[1].types);
+        for (int kernel : {0, 1}) {
+          INFO("backward kernel " << kernel);
+          CHECK(bwd[kernel].types == bwd[2 + kernel].types);
+          CHECK(bwd[kernel].vmem_bytes == bwd[2 + kernel].vmem_bytes);
+        }
       }
   }
 
