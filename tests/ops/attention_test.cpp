@@ -325,8 +325,9 @@ TEST_SUITE("ops") {
                           dout = pl::Array::random_normal(s, pl::f32, 18);
           fa::FlashOptions opt{.causal = causal, .sm_scale = 0.2, .block_sizes = {.block_q = bq, .block_k = bq}};
           if (interpreted) opt.interpret = pl::InterpretParams{};
-          // One kernel each (two more where TESSERA_CHECK_AGAINST_INTERPRETER also builds the
-          // interpreter's): the first is the forward's, the first two after it the backward's.
+          // The forward builds one kernel, the backward two (dk/dv, dq); each twice where
+          // TESSERA_CHECK_AGAINST_INTERPRETER also builds the interpreter's. Kernels are compared
+          // by their position across the lengths.
           fa::Forward f;
           const std::vector<ir::Function> forward = lowered_kernels([&] { f = fa::flash_attention_with_lse(q, k, k, opt); });
           const std::vector<ir::Function> backward =
