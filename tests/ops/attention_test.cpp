@@ -7,11 +7,18 @@
 #include <tessera/attention.hpp>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <set>
+#include <string>
 
+#include "jit/ir/parser.h"
+#include "jit/lowering/memory_budget.h"
 #include "tests/ops/reference_check.h"
-#include "tests/support/user_error.h"
+#include "tests/support/capture.h"
 #include "tests/support/kernels.h"
+#include "tests/support/scoped_env.h"
+#include "tests/support/user_error.h"
 
 using namespace tessera;
 namespace pl = tessera;
@@ -127,6 +134,46 @@ double fwd_tol(pl::DType dt) { return dt == pl::bf16 ? 1.5e-2 : 5e-6; }
 double bwd_tol(pl::DType dt) { return dt == pl::bf16 ? 2e-2 : 1e-5; }
 
 using testing::close_to_reference;
+
+// The lowered IR of every kernel `f` builds, as TESSERA_DUMP_IR=check_vmem_budget prints it after
+// the last pass: what the library's calls allocate is not reachable from outside them otherwise.
+std::vector<ir::Function> lowered_kernels(const std::function<void()>& f) {
+  const std::string text = [&] {
+    testing::ScopedEnv dump("TESSERA_DUMP_IR", "check_vmem_budget");
+    return testing::capture_stderr(f);
+  }();
+  const std::string header = "// ---- tessera IR of `";
+  std::vector<ir::Function> out;
+  for (size_t at = text.find(header); at != std::string::npos;) {
+    const size_t body = text.find('\n', at) + 1, next = text.find(header, body);
+    out.push_back(ir::parse(text.substr(body, next == std::string::npos ? std::string::npos : next - body)));
+    at = next;
+  }
+  return out;
+}
+
+// What a lowered kernel holds beyond its operands: the type of every value an op makes — the
+// buffers it allocates (scratch, run_scoped, the interpreter's block copies), the block windows it
+// works on and every block it computes — and its VMEM bytes. The operands (the kernel's parameters,
+// the whole arrays in HBM) are region arguments, not op results, so they are not in it.
+struct Footprint {
+  std::string types;  // sorted, one each
+  int64_t largest_dim = 0;
+  int64_t vmem_bytes = 0;
+};
+Footprint footprint(const ir::Function& fn) {
+  Footprint f;
+  std::set<std::string> types;
+  for (const ir::Op& op : fn.ops)
+    for (ir::ValueId r : op.results) {
+      const Type& t = fn.type(r);
+      types.insert(type_str(t));
+      for (int64_t d : t.shape) f.largest_dim = std::max(f.largest_dim, d);
+    }
+  for (const std::string& t : types) f.types += t + "; ";
+  f.vmem_bytes = passes::vmem_bytes(fn);
+  return f;
+}
 
 struct Case {
   const char* name;
@@ -256,6 +303,53 @@ TEST_SUITE("ops") {
     CHECK(pl::max_abs_diff(a, fa::flash_attention_with_lse(q, k, v, opt).o) == 0);
     CHECK(pl::max_abs_diff(a, b) == 0);
     close_to_reference(a, reference(q, k, v, opt).o, fwd_tol(pl::f32));
+  }
+
+  TEST_CASE("attention: memory beyond the operands does not grow with the sequence, forward and backward") {
+    // Forward and backward at 256 and 4096 positions compiled, 256 and 1024 interpreted (blocks of
+    // 128; the interpreter's time grows as seq^2), plain and causal: every value their kernels make
+    // has the same type at both lengths and no dim longer than a block, and their VMEM is the same;
+    // the forward's is m, l and acc (bq x 1, bq x 1 and bq x head_dim f32 scratch) and its two
+    // output blocks. A (seq, seq) or (seq, ...) buffer or block anywhere fails it. head_dim 24 keeps
+    // these specialisations this test's own.
+    const int64_t bq = 128, d = 24;
+    const int64_t fwd_vmem = (bq + bq + bq * d) * 4 + (bq * d + bq) * 4;
+    for (bool causal : {false, true})
+      for (bool interpreted : {false, true}) {
+        INFO("causal " << causal << ", " << std::string(interpreted ? "interpreted" : "compiled"));
+        std::vector<Footprint> fwd, bwd;  // per length: the forward's kernel; the backward's dk/dv and dq
+        for (int64_t seq : {int64_t{256}, interpreted ? int64_t{1024} : int64_t{4096}}) {
+          INFO("seq " << seq);
+          const pl::Shape s{1, 1, seq, d};
+          const pl::Array q = pl::Array::random_normal(s, pl::f32, 16), k = pl::Array::random_normal(s, pl::f32, 17),
+                          dout = pl::Array::random_normal(s, pl::f32, 18);
+          fa::FlashOptions opt{.causal = causal, .sm_scale = 0.2, .block_sizes = {.block_q = bq, .block_k = bq}};
+          if (interpreted) opt.interpret = pl::InterpretParams{};
+          // The forward builds one kernel, the backward two (dk/dv, dq); each twice where
+          // TESSERA_CHECK_AGAINST_INTERPRETER also builds the interpreter's. Kernels are compared
+          // by their position across the lengths.
+          fa::Forward f;
+          const std::vector<ir::Function> forward = lowered_kernels([&] { f = fa::flash_attention_with_lse(q, k, k, opt); });
+          const std::vector<ir::Function> backward =
+              lowered_kernels([&] { fa::flash_attention_bwd(q, k, k, f.o, f.lse, dout, opt); });
+          REQUIRE(!forward.empty());
+          REQUIRE(backward.size() >= 2);
+          for (const ir::Function& fn : forward) {
+            CHECK(footprint(fn).largest_dim == bq);
+            CHECK(footprint(fn).vmem_bytes == fwd_vmem);
+          }
+          for (const ir::Function& fn : backward) CHECK(footprint(fn).largest_dim == bq);
+          fwd.push_back(footprint(forward[0]));
+          bwd.push_back(footprint(backward[0]));
+          bwd.push_back(footprint(backward[1]));
+        }
+        CHECK(fwd[0].types == fwd[1].types);
+        for (int kernel : {0, 1}) {
+          INFO("backward kernel " << kernel);
+          CHECK(bwd[kernel].types == bwd[2 + kernel].types);
+          CHECK(bwd[kernel].vmem_bytes == bwd[2 + kernel].vmem_bytes);
+        }
+      }
   }
 
   TEST_CASE("attention: misuse is a UserError naming what was given and how to fix it") {
