@@ -37,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <source_location>
 #include <string>
@@ -62,6 +63,12 @@ Array reduce_scatter(const Array& x, const std::string& axis_name, int64_t scatt
 // Over several axes (a 2-D mesh's two), one phase per axis in the order given.
 Array reduce_scatter(const Array& x, const std::vector<std::string>& axis_names, int64_t scatter_dimension = 0,
                      const Options& options = {}, std::source_location loc = std::source_location::current());
+// reduce_scatter(x, {"x", "y"}, dim): a braced list of names is this overload (the braces would also
+// fit std::string's (first, last) constructor and make the call ambiguous).
+inline Array reduce_scatter(const Array& x, std::initializer_list<std::string> axis_names, int64_t scatter_dimension = 0,
+                            const Options& options = {}, std::source_location loc = std::source_location::current()) {
+  return reduce_scatter(x, std::vector<std::string>(axis_names), scatter_dimension, options, loc);
+}
 
 Array all_to_all(const Array& x, const std::string& axis_name, int64_t split_axis, int64_t concat_axis, bool tiled = false,
                  const Options& options = {}, std::source_location loc = std::source_location::current());
