@@ -1,4 +1,5 @@
-// Shapes, grids and sizes at their limits: zero-size arrays, blocks and grids run (an empty result);
+// Shapes, grids and sizes at their limits: zero-size arrays (whole-array blocks of them included) and
+// grids run (an empty result; a BlockSpec block dim of 0 is an error, errors_test "block specs");
 // a shape no array can have, a grid whose step count overflows, a scratch past the VMEM budget's
 // arithmetic, an allocation the machine refuses and a call made while a kernel is traced are clear
 // errors naming what was given and where. After each error the next call works.
