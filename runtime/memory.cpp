@@ -304,7 +304,8 @@ void store_masked(const RefView& ref, const Array& value, const Array& mask) {
 }
 
 // The block index an index map returned, recovered from a window's starts (index * block size, per
-// dim) as the user wrote it; empty where a start is not a whole multiple (saturated past int64).
+// dim) as the user wrote it; empty where a start is not a whole multiple (saturated past int64) or
+// `block` is not one size per dim (a window with other dim kinds).
 static std::string block_index_str(std::span<const int64_t> starts, const Shape& block) {
   if (block.size() != starts.size()) return {};
   std::vector<int64_t> index(starts.size());
@@ -365,7 +366,11 @@ std::optional<std::string> block_box(const Shape& array, const Shape& block, std
                            what, d, starts[d] + lo, lo || hi ? fmt::format(" padded by ({}, {})", lo, hi) : "",
                            array[d] + lo + hi, shape_tuple_str(array), std::max<int64_t>(array[d] + lo + hi, 1));
     } else if (!block_start_valid(starts[d], array[d])) {
-      return block_start_error(array, block, starts, what);
+      // A block index exists only where every dim is a plain block: an Element or Bounded dim's start
+      // is not one, so the message then names starts alone.
+      const bool plain = std::all_of(window.kinds.begin(), window.kinds.end(),
+                                     [](ir::BlockDimKind k) { return k == ir::BlockDimKind::Blocked; });
+      return block_start_error(array, plain ? block : Shape{}, starts, what);
     }
     const int64_t first = std::max<int64_t>(starts[d], 0);
     const int64_t end = std::min(starts[d] + extent, array[d]);

@@ -162,7 +162,8 @@ std::string masked_lane_fault_message(const std::string& name, const Shape& shap
 inline bool block_start_valid(int64_t start, int64_t dim) { return start >= 0 && start < std::max<int64_t>(dim, 1); }
 // Whether a block window of shape `block` at `starts` begins inside an array of `shape`
 // (block_start_valid in every dim); otherwise the error message, naming `what`, the element starts
-// and the block index the index map returned. One message for both backends.
+// and the block index the index map returned (when `block` has one size per dim). One message for
+// both backends.
 std::optional<std::string> block_start_error(const Shape& shape, const Shape& block, std::span<const int64_t> starts,
                                              const std::string& what);
 
