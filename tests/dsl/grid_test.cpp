@@ -300,6 +300,28 @@ TEST_SUITE("dsl") {
     }
   }
 
+  TEST_CASE("grid: a window with a pl::Element dim out of bounds in its block dim names starts, not a block index") {
+    // Dim 0 is an element offset (4 here), so the starts (4, 8) are no block index: only a window of
+    // plain blocks has one to name.
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto spec = pl::BlockSpec({pl::Element(2), 4}, [](pl::Value i) { return pl::idx(i * 4, i + 2); });
+      auto call = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); },
+                                  pl::GridSpec{.grid = {2}, .in_specs = {spec},
+                                               .out_specs = {pl::BlockSpec({2, 4}, [](pl::Value i) { return pl::idx(i, 0); })}},
+                                  pl::ShapeDtype({4, 4}, pl::f32), backend);
+      try {
+        call(pl::Array::zeros({8, 12}, pl::f32));
+        FAIL("expected a RuntimeError");
+      } catch (const RuntimeError& e) {
+        const std::string what = e.what();
+        INFO(what);
+        CHECK(what.find("block of input 0 out of bounds: the window starts at element (4, 12) but") != std::string::npos);
+        CHECK(what.find("block index") == std::string::npos);
+        CHECK(what.find("grid point (1)") != std::string::npos);
+      }
+    });
+  }
+
   TEST_CASE("grid: out-of-bounds indexing inside the kernel names the buffer, index, range, step and line") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       int line = 0;
