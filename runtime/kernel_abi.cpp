@@ -334,7 +334,9 @@ extern "C" void tessera_rt_block_view_fault(CoreContext* core, int32_t op, const
     const tessera::ir::Op& o = core->fn->ops[op];
     const tessera::Type& array = core->fn->type(tessera::ir::window_operands(o).ref);
     const std::span<const int64_t> s(starts, array.shape.size());
-    auto error = tessera::rt::block_start_error(array.shape, s, std::get<tessera::ir::BlockCopyAttr>(o.attr).name);
+    const tessera::Shape& block = core->fn->type(o.results.at(0)).shape;
+    auto error =
+        tessera::rt::block_start_error(array.shape, block, s, std::get<tessera::ir::BlockCopyAttr>(o.attr).name);
     return tessera::rt::fail(core, op, error.value_or("block view out of bounds"));
   });
 }

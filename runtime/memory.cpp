@@ -303,13 +303,30 @@ void store_masked(const RefView& ref, const Array& value, const Array& mask) {
   });
 }
 
-std::optional<std::string> block_start_error(const Shape& shape, std::span<const int64_t> starts, const std::string& what) {
+// The block index an index map returned, recovered from a window's starts (index * block size, per
+// dim) as the user wrote it; empty where a start is not a whole multiple (saturated past int64) or
+// `block` is not one size per dim (a window with other dim kinds).
+static std::string block_index_str(std::span<const int64_t> starts, const Shape& block) {
+  if (block.size() != starts.size()) return {};
+  std::vector<int64_t> index(starts.size());
+  for (size_t d = 0; d < starts.size(); ++d) {
+    if (block[d] <= 0 || starts[d] % block[d] != 0 || starts[d] == std::numeric_limits<int64_t>::max() ||
+        starts[d] == std::numeric_limits<int64_t>::min())
+      return {};
+    index[d] = starts[d] / block[d];
+  }
+  return fmt::format(" (block index ({}) of a {} block)", fmt::join(index, ", "), shape_tuple_str(block));
+}
+
+std::optional<std::string> block_start_error(const Shape& shape, const Shape& block, std::span<const int64_t> starts,
+                                             const std::string& what) {
   for (size_t d = 0; d < shape.size(); ++d)
     if (!block_start_valid(starts[d], shape[d]))
-      return fmt::format("block of {} out of bounds: the window starts at element ({}) but the array has shape {}; "
+      return fmt::format("block of {} out of bounds: the window starts at element ({}){} but the array has shape {}; "
                          "dimension {} starts at {}, valid starts are [0, {}). Check the index map: it returns block "
                          "indices, which are multiplied by the block shape",
-                         what, fmt::join(starts, ", "), shape_tuple_str(shape), d, starts[d], shape[d]) +
+                         what, fmt::join(starts, ", "), block_index_str(starts, block), shape_tuple_str(shape), d,
+                         starts[d], shape[d]) +
              // index * block size saturates rather than wrap (expand_pipelines): say so where it did.
              (starts[d] == std::numeric_limits<int64_t>::max() || starts[d] == std::numeric_limits<int64_t>::min()
                   ? fmt::format(" (a start past int64, the index's or the index times the block size, is shown "
@@ -349,7 +366,11 @@ std::optional<std::string> block_box(const Shape& array, const Shape& block, std
                            what, d, starts[d] + lo, lo || hi ? fmt::format(" padded by ({}, {})", lo, hi) : "",
                            array[d] + lo + hi, shape_tuple_str(array), std::max<int64_t>(array[d] + lo + hi, 1));
     } else if (!block_start_valid(starts[d], array[d])) {
-      return block_start_error(array, starts, what);
+      // A block index exists only where every dim is a plain block: an Element or Bounded dim's start
+      // is not one, so the message then names starts alone.
+      const bool plain = std::all_of(window.kinds.begin(), window.kinds.end(),
+                                     [](ir::BlockDimKind k) { return k == ir::BlockDimKind::Blocked; });
+      return block_start_error(array, plain ? block : Shape{}, starts, what);
     }
     const int64_t first = std::max<int64_t>(starts[d], 0);
     const int64_t end = std::min(starts[d] + extent, array[d]);
@@ -384,7 +405,7 @@ void fetch_block(const RefView& array, const RefView& block, std::span<const int
 }
 
 RefView block_view(const RefView& array, const Shape& block, std::span<const int64_t> starts, const std::string& what) {
-  if (auto error = block_start_error(array.shape, starts, what)) throw Fault(*error);
+  if (auto error = block_start_error(array.shape, block, starts, what)) throw Fault(*error);
   RefView out{array.buffer, array.offset, block, array.strides};
   for (size_t d = 0; d < starts.size(); ++d) out.offset += starts[d] * array.strides[d];
   return out;

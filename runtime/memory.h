@@ -160,9 +160,12 @@ std::string masked_lane_fault_message(const std::string& name, const Shape& shap
 // zero-size dim (an empty array) only at 0, where the whole block is padding. The compiled
 // backend's block_view check (jit/llvm/codegen_memory.cpp) mirrors this rule.
 inline bool block_start_valid(int64_t start, int64_t dim) { return start >= 0 && start < std::max<int64_t>(dim, 1); }
-// Whether a block window at `starts` begins inside an array of `shape` (block_start_valid in every
-// dim); otherwise the error message, naming `what`.
-std::optional<std::string> block_start_error(const Shape& shape, std::span<const int64_t> starts, const std::string& what);
+// Whether a block window of shape `block` at `starts` begins inside an array of `shape`
+// (block_start_valid in every dim); otherwise the error message, naming `what`, the element starts
+// and the block index the index map returned (when `block` has one size per dim). One message for
+// both backends.
+std::optional<std::string> block_start_error(const Shape& shape, const Shape& block, std::span<const int64_t> starts,
+                                             const std::string& what);
 
 // How a pipeline block copy places its window besides its starts (docs/design.md §4.2): the dim
 // kinds and pl::Element padding of its BlockCopyAttr, and the run-time sizes of its Bounded dims

@@ -40,6 +40,9 @@ std::string trailer(std::string_view key, std::string_view object) {
 // Why `bytes`, read from the entry of `key`, is not a whole and intact entry; empty when it is.
 // On success `object` is the object file's bytes.
 std::string verify(const std::string& key, const std::string& bytes, std::string_view& object) {
+  // No entry is ever written empty (store writes a trailer even for an empty object): an empty file
+  // is a write cut short before its first byte reached the disk.
+  if (bytes.empty()) return "it is empty (truncated)";
   const size_t at = bytes.rfind(marker);
   if (at == std::string::npos || bytes.back() != '\n')
     return "it does not end with an entry trailer (truncated, or not written by this version of tessera)";
@@ -90,7 +93,6 @@ std::optional<std::string> DiskCache::load(const std::string& key) const {
   s << in.rdbuf();
   if (!in.good() && !in.eof()) return std::nullopt;
   const std::string bytes = s.str();
-  if (bytes.empty()) return std::nullopt;  // nothing to verify or discard
   std::string_view object;
   if (std::string why = verify(key, bytes, object); !why.empty()) {
     // Removing the entry is safe against a concurrent writer: its rename puts a whole new entry in

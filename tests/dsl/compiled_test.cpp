@@ -1,17 +1,59 @@
-// The compiled backend seen from a pallas_call: the disk cache across processes, TESSERA_INTERPRET,
-// and failures inside compiled code coming back as RuntimeErrors. (The code generator, ORC and the
+// The compiled backend seen from a pallas_call: the disk cache across processes, TESSERA_INTERPRET and
+// the other variables a call reads, and failures inside compiled code coming back as RuntimeErrors. (The code generator, ORC and the
 // caches on their own are tested in llvm_tests.)
 #include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 
 #include "tests/support/cache_dir.h"
 #include "tests/support/kernels.h"
+#include "tests/support/scoped_env.h"
 
 using namespace tessera;
 namespace pl = tessera;
 namespace fs = std::filesystem;
+
+namespace {
+
+// A call that reads TESSERA_NUM_THREADS and TESSERA_DMA (every launch does, until a read succeeds),
+// or with `collective` a shard_map whose kernel communicates, which reads TESSERA_CHAOS_US; checks its
+// result.
+void call_reading_environment(bool collective) {
+  if (!collective) {
+    auto copy = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x() + 1.0f; }, pl::GridSpec{},
+                                pl::ShapeDtype({4}, pl::f32));
+    const pl::Array out = copy(pl::Array::arange(4, pl::f32));  // outside CHECK, which would catch its error
+    CHECK(out.at<float>({3}) == 4.0f);
+    return;
+  }
+  pl::Mesh mesh({2}, {"i"});
+  auto ring = [](pl::Ref o) {
+    pl::Ref barrier = pl::get_barrier_semaphore();
+    pl::semaphore_signal(barrier, 1, pl::DeviceId({(pl::axis_index("i") + 1) % 2}));
+    pl::semaphore_wait(barrier, 1);
+    o() = pl::zeros_like(o) + 1.0f;
+  };
+  auto f = pl::shard_map(
+      [&](const pl::Array&) {
+        return pl::pallas_call(ring, pl::GridSpec{}, pl::ShapeDtype({1}, pl::f32),
+                               {.compiler_params = {.collective_id = 5}})();
+      },
+      mesh, {pl::P("i")}, {pl::P("i")});
+  const pl::Array out = f(pl::Array::zeros({2}, pl::f32));
+  CHECK(out.to_vector<float>() == std::vector<float>{1, 1});
+}
+
+// The environment variable a run of this binary in a process of its own checks (see below).
+constexpr const char* kChildVariable = "COMPILED_TEST_BAD_VARIABLE";
+constexpr const char* kChildValue = "COMPILED_TEST_BAD_VALUE";
+constexpr const char* kBadValueCase = "compiled: a bad thread count or DMA mode or delay fails the call that reads it";
+
+}  // namespace
 
 TEST_SUITE("dsl") {
   TEST_CASE("compiled: a second process loads the kernel from the disk cache") {
@@ -49,6 +91,41 @@ TEST_SUITE("dsl") {
     CHECK_THROWS_WITH_AS(make(), doctest::Contains("TESSERA_INTERPRET=maybe"), UserError);
     unsetenv("TESSERA_INTERPRET");
     CHECK_FALSE(make().interpreted());
+  }
+
+  TEST_CASE(kBadValueCase) {
+    // These variables are read once per process, by its first launch that needs them (an invalid value
+    // is not kept: the next launch reads it again), so each is checked in a fresh process: this binary
+    // run again for this case alone, with the variable and its value passed in kChildVariable/Value.
+    if (const char* child = std::getenv(kChildVariable)) {
+      const std::string name = child, value = std::getenv(kChildValue);
+      const bool collective = name == "TESSERA_CHAOS_US";
+      {
+        testing::ScopedEnv bad(name.c_str(), value.c_str());
+        try {
+          call_reading_environment(collective);
+          FAIL("expected a UserError");
+        } catch (const UserError& e) {
+          CHECK_MESSAGE(std::string(e.what()).find(fmt::format("{}={}", name, value)) != std::string::npos, e.what());
+        }
+      }
+      // Once the variable is unset, the next call works.
+      call_reading_environment(collective);
+      return;
+    }
+    const std::string self = fs::read_symlink("/proc/self/exe").string();
+    const std::string log = (fs::temp_directory_path() / fmt::format("tessera_bad_env_{}.log", ::getpid())).string();
+    for (const auto& [name, value] :
+         {std::pair{"TESSERA_NUM_THREADS", "abc"}, std::pair{"TESSERA_DMA", "fast"}, std::pair{"TESSERA_CHAOS_US", "abc"}}) {
+      CAPTURE(name);
+      const std::string run = fmt::format("{}={} {}={} '{}' -tc='{}' > {} 2>&1", kChildVariable, name, kChildValue,
+                                          value, self, kBadValueCase, log);
+      const int rc = std::system(run.c_str());
+      const std::string out = testing::slurp(log);
+      CHECK_MESSAGE(rc == 0, out);
+      CHECK_MESSAGE(out.find(" 1 passed") != std::string::npos, out);  // the case ran, in the child
+    }
+    fs::remove(log);
   }
 
   TEST_CASE("compiled: a failure in compiled code stops the other cores and comes back as a RuntimeError") {

@@ -73,7 +73,7 @@ TEST_SUITE("dsl") {
     CHECK(fresh_compile(5.0f).first == From::disk);
   }
 
-  TEST_CASE("disk cache: a truncated entry, an entry of another key and a foreign file are discarded") {
+  TEST_CASE("disk cache: a truncated or empty entry, an entry of another key and a foreign file are discarded") {
     std::string six_bytes;
     {
       testing::CacheDir other("other_key");
@@ -87,6 +87,13 @@ TEST_SUITE("dsl") {
     auto [from, log] = fresh_compile(7.0f);
     CHECK(from == From::compiler);
     CHECK(log.find("truncated") != std::string::npos);
+    // An empty entry: a write cut short before its first byte. It used to be skipped without a word
+    // and left in place.
+    rewrite(seven, [](std::string& b) { b.clear(); });
+    std::tie(from, log) = fresh_compile(7.0f);
+    CHECK(from == From::compiler);
+    CHECK(log.find("tessera cache: discarded " + seven + ": it is empty (truncated); recompiling") != std::string::npos);
+    CHECK(fresh_compile(7.0f).first == From::disk);
     // Another kernel's whole, intact entry under this key's name.
     rewrite(seven, [&](std::string& b) { b = six_bytes; });
     std::tie(from, log) = fresh_compile(7.0f);

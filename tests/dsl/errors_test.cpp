@@ -297,10 +297,28 @@ TEST_SUITE("errors") {
     auto out_rank = pl::pallas_call(copy_kernel, pl::GridSpec{.grid = {2}, .out_specs = {row_spec()}},
                                     pl::ShapeDtype({16, 4}, pl::f32));
     CHECK_THROWS_WITH_AS(out_rank(x), Contains("the block shape of output 0 has another rank"), UserError);
+    // A block dim of 0 is an error (a zero-size array or grid dim runs; a block must hold elements),
+    // at the block spec's line; the next call works.
+    const int zero_line = __LINE__ + 2;
     auto zero = pl::pallas_call(copy_kernel,
                                 pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({0, 4}, [](pl::Value i) { return pl::idx(i, 0); })}},
                                 pl::ShapeDtype({16, 4}, pl::f32));
-    CHECK_THROWS_WITH_AS(zero(x), Contains("block dims of input 0 must be positive"), UserError);
+    try {
+      zero(x);
+      FAIL("expected a UserError");
+    } catch (const UserError& e) {
+      CHECK(e.problem().find("block dims of input 0 must be positive") != std::string::npos);
+      CHECK(e.given() == "block dim 0 is 0 (array shape (16, 4))");
+      CHECK(e.fix().find("use sizes >= 1, or pl::squeezed") != std::string::npos);
+      CHECK(e.loc().line == static_cast<uint32_t>(zero_line));
+      CHECK(std::string(e.what()).find(fmt::format("errors_test.cpp:{}", zero_line)) != std::string::npos);
+    }
+    auto rows = pl::pallas_call(copy_kernel,
+                                pl::GridSpec{.grid = {16}, .in_specs = {pl::BlockSpec({1, 4}, [](pl::Value i) { return pl::idx(i, 0); })},
+                                             .out_specs = {pl::BlockSpec({1, 4}, [](pl::Value i) { return pl::idx(i, 0); })}},
+                                pl::ShapeDtype({16, 4}, pl::f32));
+    const pl::Array copied = rows(pl::Array::arange(64, pl::f32).reshape({16, 4}));
+    CHECK(copied.at<float>({15, 3}) == 63.0f);
     auto any_block = pl::pallas_call(
         copy_kernel,
         pl::GridSpec{.grid = {2}, .in_specs = {pl::BlockSpec({8, 4}, [](pl::Value i) { return pl::idx(i, 0); }, pl::ANY)}},

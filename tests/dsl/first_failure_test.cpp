@@ -98,6 +98,24 @@ TEST_SUITE("dsl") {
           mesh, {pl::P("i")}, {pl::P("i")});
       always_the_cause([&] { f(pl::Array::zeros({4}, pl::f32)); }, 120, line, "is outside Mesh('i': 4)",
                        [](const RuntimeError& e) { return e.where().device == 1; });
+      // The launch after a failed one works, the same collective's barrier semaphore included.
+      auto ring = [](pl::Ref o) {
+        const int64_t n = pl::axis_size("i");
+        pl::Value me = pl::axis_index("i");
+        pl::Ref barrier = pl::get_barrier_semaphore();
+        pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + 1) % n}));
+        pl::semaphore_signal(barrier, 1, pl::DeviceId({(me + n - 1) % n}));
+        pl::semaphore_wait(barrier, 2);
+        o() = pl::zeros_like(o) + 1.0f;
+      };
+      auto fine = pl::shard_map(
+          [&](const pl::Array&) {
+            pl::CallOptions options = backend;
+            options.compiler_params.collective_id = 4;
+            return pl::pallas_call(ring, pl::GridSpec{}, pl::ShapeDtype({1}, pl::f32), options)();
+          },
+          mesh, {pl::P("i")}, {pl::P("i")});
+      CHECK(pl::Array(fine(pl::Array::zeros({4}, pl::f32))).to_vector<float>() == std::vector<float>{1, 1, 1, 1});
     });
   }
 

@@ -258,6 +258,70 @@ TEST_SUITE("dsl") {
     });
   }
 
+  TEST_CASE("grid: an output block index outside the output array is a runtime error at the index map's line") {
+    // Blocks of 4 of an 8-element output over a grid of 2: shifted by 1, grid point (1) maps to block 2
+    // (element 8, past the end); shifted by -1, grid point (0) maps to block -1.
+    struct Case {
+      int shift;
+      const char* start;
+      const char* point;
+    };
+    for (const Case c : {Case{1, "(8) (block index (2) of a (4,) block)", "grid point (1)"},
+                         Case{-1, "(-4) (block index (-1) of a (4,) block)", "grid point (0)"}}) {
+      testing::for_each_backend([&](const pl::CallOptions& backend) {
+        INFO(c.shift);
+        const int map_line = __LINE__ + 1;
+        auto out_spec = pl::BlockSpec({4}, [shift = c.shift](pl::Value i) { return pl::idx(i + shift); });
+        auto call = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); },
+                                    pl::GridSpec{.grid = {2},
+                                                 .in_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })},
+                                                 .out_specs = {out_spec}},
+                                    pl::ShapeDtype({8}, pl::f32), backend);
+        try {
+          call(pl::Array::arange(8, pl::f32));
+          FAIL("expected a RuntimeError");
+        } catch (const RuntimeError& e) {
+          const std::string what = e.what();
+          INFO(what);
+          CHECK(what.find(fmt::format("block of output 0 out of bounds: the window starts at element {}", c.start)) !=
+                std::string::npos);
+          CHECK(what.find(c.point) != std::string::npos);
+          CHECK(what.find(fmt::format("grid_test.cpp:{}", map_line)) != std::string::npos);
+          CHECK(e.loc().line == map_line);
+        }
+        // The next call works.
+        auto fine = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); },
+                                    pl::GridSpec{.grid = {2},
+                                                 .in_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })},
+                                                 .out_specs = {pl::BlockSpec({4}, [](pl::Value i) { return pl::idx(i); })}},
+                                    pl::ShapeDtype({8}, pl::f32), backend);
+        CHECK(fine(pl::Array::arange(8, pl::f32)).to_vector<float>() == pl::Array::arange(8, pl::f32).to_vector<float>());
+      });
+    }
+  }
+
+  TEST_CASE("grid: a window with a pl::Element dim out of bounds in its block dim names starts, not a block index") {
+    // Dim 0 is an element offset (4 here), so the starts (4, 8) are no block index: only a window of
+    // plain blocks has one to name.
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      auto spec = pl::BlockSpec({pl::Element(2), 4}, [](pl::Value i) { return pl::idx(i * 4, i + 2); });
+      auto call = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); },
+                                  pl::GridSpec{.grid = {2}, .in_specs = {spec},
+                                               .out_specs = {pl::BlockSpec({2, 4}, [](pl::Value i) { return pl::idx(i, 0); })}},
+                                  pl::ShapeDtype({4, 4}, pl::f32), backend);
+      try {
+        call(pl::Array::zeros({8, 12}, pl::f32));
+        FAIL("expected a RuntimeError");
+      } catch (const RuntimeError& e) {
+        const std::string what = e.what();
+        INFO(what);
+        CHECK(what.find("block of input 0 out of bounds: the window starts at element (4, 12) but") != std::string::npos);
+        CHECK(what.find("block index") == std::string::npos);
+        CHECK(what.find("grid point (1)") != std::string::npos);
+      }
+    });
+  }
+
   TEST_CASE("grid: out-of-bounds indexing inside the kernel names the buffer, index, range, step and line") {
     testing::for_each_backend([&](const pl::CallOptions& backend) {
       int line = 0;

@@ -1,4 +1,5 @@
-// Shapes, grids and sizes at their limits: zero-size arrays, blocks and grids run (an empty result);
+// Shapes, grids and sizes at their limits: zero-size arrays (whole-array blocks of them included) and
+// grids run (an empty result; a BlockSpec block dim of 0 is an error, errors_test "block specs");
 // a shape no array can have, a grid whose step count overflows, a scratch past the VMEM budget's
 // arithmetic, an allocation the machine refuses and a call made while a kernel is traced are clear
 // errors naming what was given and where. After each error the next call works.
@@ -155,14 +156,14 @@ TEST_SUITE("dsl") {
     testing::for_each_backend([](const pl::CallOptions& options) {
       // The call made from its own kernel waited for itself on the call's lock.
       std::function<void()> again;
-      int line = 0;
       auto self = pl::pallas_call(
           [&](pl::Ref x, pl::Ref o) {
-            line = __LINE__ + 1;
             again();
             o() = x();
           },
           pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32), pl::CallOptions{.interpret = options.interpret, .name = "outer"});
+      // The error is at the call made while tracing.
+      const int line = __LINE__ + 1;
       again = [&] { self(pl::Array::zeros({4}, pl::f32)); };
       std::string what;
       try {
@@ -170,18 +171,28 @@ TEST_SUITE("dsl") {
         FAIL("expected a UserError");
       } catch (const UserError& e) {
         what = e.what();
+        CHECK(e.loc().line == static_cast<uint32_t>(line));  // the kernel's call, not the library's
       }
+      CHECK(what.find(fmt::format("validation_test.cpp:{}", line)) != std::string::npos);
       CHECK(what.find("pallas_call `outer`: called while kernel `outer` is being traced") != std::string::npos);
       CHECK(what.find("a kernel cannot launch kernels") != std::string::npos);
       // Another call from inside a kernel is refused the same way.
       auto inner = pl::pallas_call(add_one, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32), options);
+      int inner_line = 0;
       auto outer = pl::pallas_call(
           [&](pl::Ref x, pl::Ref o) {
+            inner_line = __LINE__ + 1;
             inner(pl::Array::zeros({4}, pl::f32));
             o() = x();
           },
           pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32), options);
-      CHECK_THROWS_WITH_AS(outer(pl::Array::zeros({4}, pl::f32)), Contains("is being traced"), UserError);
+      try {
+        outer(pl::Array::zeros({4}, pl::f32));
+        FAIL("expected a UserError");
+      } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find("is being traced") != std::string::npos);
+        CHECK(e.loc().line == static_cast<uint32_t>(inner_line));
+      }
       CHECK(inner(pl::Array::arange(4, pl::f32)).at<float>({3}) == 4.0f);
       next_call_works(options);
     });
@@ -328,6 +339,9 @@ TEST_SUITE("dsl") {
                                               c.start)) != std::string::npos,
                         what);
           CHECK_MESSAGE(what.find("Check the index map") != std::string::npos, what);
+          // At the index map's line.
+          CHECK_MESSAGE(e.loc().line == static_cast<uint32_t>(line), what);
+          CHECK_MESSAGE(what.find(fmt::format("validation_test.cpp:{}", line)) != std::string::npos, what);
           const bool saturated = std::string_view(c.start).size() == 19 || std::string_view(c.start).size() == 20;
           CHECK_MESSAGE((what.find("is shown saturated at INT64_") != std::string::npos) == saturated, what);
         }
