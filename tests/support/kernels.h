@@ -117,6 +117,15 @@ inline constexpr bool kRefusedAllocationsThrow = false;
 inline constexpr bool kRefusedAllocationsThrow = true;
 #endif
 
+// Under ThreadSanitizer: a kernel whose cores or devices race by construction (the race detector's
+// tests) makes the simulating threads race on its memory, which TSan rightly reports; such runs are
+// left out there (every other build checks what the race detector says of them).
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
 // Collects debug_print lines while alive.
 class PrintCapture {
  public:
