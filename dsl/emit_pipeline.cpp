@@ -200,6 +200,10 @@ void emit_pipeline_impl(const PipelineSpec& spec, int body_arity, const std::fun
     ctx.check_visible(r.id(), "pl::emit_pipeline", loc);
     specs.push_back(output ? &spec.out_specs[k - ni] : &spec.in_specs[k]);
     pa.operands.push_back(pipeline_operand(pc, *specs.back(), r.shape(), name, output, false));
+    if (spec.no_pipelining) {  // one buffer, no copy ahead: the copies are synchronous
+      pa.operands.back().buffers = 1;
+      pa.operands.back().lookahead = false;
+    }
     arrays.push_back(r.id());
   }
   const Value lo = constant(ctx, ir::Literal::of_int(0), Type::scalar(DType::index), loc);

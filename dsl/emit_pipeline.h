@@ -51,6 +51,9 @@ struct PipelineSpec {
   // At most one: the axis whose index is the core and whose size the core count (see above).
   std::optional<int> core_axis;                 // a grid axis of the enclosing pallas_call
   std::optional<AxisNames> core_axis_name;      // a pl::CoreMesh or mesh axis, or several (joint)
+  // Pallas's no_pipelining, for debugging multiple-buffering mistakes: one block buffer per operand
+  // whatever its pl::Buffered, each block copied in when its step needs it and nothing fetched ahead.
+  bool no_pipelining = false;
 };
 
 namespace detail {

@@ -194,6 +194,40 @@ TEST_SUITE("dsl") {
     });
   }
 
+  TEST_CASE("emit_pipeline: no_pipelining copies every block when its step needs it, whatever pl::Buffered says") {
+    constexpr int64_t kM = 64, kK = 96, kN = 64, kB = 32;
+    auto make = [](bool no_pipelining, const pl::CallOptions& backend) {
+      auto kernel = [no_pipelining](pl::Ref x_hbm, pl::Ref w_hbm, pl::Ref o_hbm) {
+        pl::emit_pipeline(
+            [&](pl::Ref x, pl::Ref w, pl::Ref o) {
+              pl::when(pl::program_id(2) == 0, [&] { o() = pl::zeros_like(o); });
+              o() += pl::dot(x(), w(), pl::f32);
+            },
+            {.grid = {kM / kB, kN / kB, kK / kB},
+             .in_specs = {pl::BlockSpec({kB, kB}, [](pl::Value i, pl::Value, pl::Value k) { return pl::idx(i, k); }),
+                          pl::BlockSpec({kB, kB}, [](pl::Value, pl::Value j, pl::Value k) { return pl::idx(k, j); },
+                                        pl::Buffered(3, true))},
+             .out_specs = {pl::BlockSpec({kB, kB}, [](pl::Value i, pl::Value j, pl::Value) { return pl::idx(i, j); })},
+             .no_pipelining = no_pipelining})(x_hbm, w_hbm, o_hbm);
+      };
+      return pl::pallas_call(kernel,
+                             pl::GridSpec{.in_specs = {pl::BlockSpec(pl::ANY), pl::BlockSpec(pl::ANY)},
+                                          .out_specs = {pl::BlockSpec(pl::ANY)}},
+                             pl::ShapeDtype({kM, kN}, pl::f32), backend);
+    };
+    const pl::Array x = pl::Array::random_normal({kM, kK}, pl::f32, 1), w = pl::Array::random_normal({kK, kN}, pl::f32, 2);
+    testing::for_each_backend([&](const pl::CallOptions& backend) {
+      CHECK(pl::allclose(make(true, backend)(x, w), make(false, backend)(x, w), 0, 0));
+    });
+    // The pipeline's operands have one buffer and no lookahead; without the flag, the defaults and
+    // pl::Buffered(3, true).
+    const std::vector<pl::Array> args{x, w};
+    const std::string plain = ir::print(make(true, {}).traced(args)), buffered = ir::print(make(false, {}).traced(args));
+    CHECK(plain.find("buffers=") == std::string::npos);
+    CHECK(plain.find("lookahead") == std::string::npos);
+    CHECK(buffered.find("buffers=3 lookahead") != std::string::npos);
+  }
+
   TEST_CASE("emit_pipeline: edge blocks, deeper buffering, revisited outputs and program_id of the inner grid") {
     testing::for_each_backend(
         [&](const pl::CallOptions& backend) {
