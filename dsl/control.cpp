@@ -108,13 +108,9 @@ std::vector<Value> traced_if(detail::TraceContext& ctx, const Value& c, const ch
 
 Value program_id(int axis, std::source_location loc) {
   auto& ctx = grid_context(axis, "pl::program_id", loc);
-  Value id = Value::wrap(ctx, ctx.emit_value(OpKind::ProgramId, {}, Type::scalar(DType::i32), int64_t{axis}, loc));
-  // In a pipeline split over cores the index is the whole grid's: this core's part starts at the offset.
-  const std::vector<ir::ValueId>& offsets = ctx.grids.back().offsets;
-  if (!offsets.empty() && offsets[static_cast<size_t>(axis)] != ir::kNone)
-    id = detail::emit(ctx, OpKind::Add, {id, Value::wrap(ctx, offsets[static_cast<size_t>(axis)])},
-                      Type::scalar(DType::i32), {}, loc);
-  return id;
+  const Value id = Value::wrap(ctx, ctx.emit_value(OpKind::ProgramId, {}, Type::scalar(DType::i32), int64_t{axis}, loc));
+  // In a pipeline split over cores the index is the whole grid's.
+  return detail::whole_grid_index(ctx, ctx.grids.back().offsets, static_cast<size_t>(axis), id, loc);
 }
 
 Value num_programs(int axis, std::source_location loc) {

@@ -128,6 +128,11 @@ ir::PipelineOperand pipeline_operand(const PipelineContext& pc, const BlockSpec&
   return po;
 }
 
+Value whole_grid_index(TraceContext& ctx, const std::vector<ir::ValueId>& offsets, size_t d, Value local, SourceLoc loc) {
+  if (offsets.empty() || offsets[d] == ir::kNone) return local;
+  return emit(ctx, OpKind::Add, {local, Value::wrap(ctx, offsets[d])}, Type::scalar(DType::i32), {}, loc);
+}
+
 namespace {
 
 // The block indices of `po` at the grid point `args` (one i32 per grid dim), traced where the
@@ -157,10 +162,7 @@ std::vector<ir::ValueId> map_indices(TraceContext& ctx, const PipelineContext& p
               loc);
     std::vector<IndexArg> margs;
     for (size_t d = 0; d < rank; ++d) {
-      Value index = Value::wrap(ctx, args[d]);
-      if (!pc.offsets.empty() && pc.offsets[d] != ir::kNone)  // the whole grid's index, as program_id gives
-        index = emit(ctx, OpKind::Add, {index, Value::wrap(ctx, pc.offsets[d])}, Type::scalar(DType::i32), {}, loc);
-      margs.emplace_back(index, static_cast<int>(d), loc);
+      margs.emplace_back(whole_grid_index(ctx, pc.offsets, d, Value::wrap(ctx, args[d]), loc), static_cast<int>(d), loc);
     }
     for (size_t k = 0; k < pc.prefetch.size(); ++k) margs.emplace_back(pc.prefetch[k], static_cast<int>(rank + k), loc);
     std::vector<MapIndex> result = map.fn(margs);

@@ -35,6 +35,10 @@ struct PipelineContext {
   int64_t check_grid() const;
 };
 
+// Grid index `d` of the whole grid from this core's `local` one: `offsets[d]` (PipelineContext::offsets,
+// GridScope::offsets) added where a grid split over cores gives one. Index maps and program_id use it.
+Value whole_grid_index(TraceContext& ctx, const std::vector<ir::ValueId>& offsets, size_t d, Value local, SourceLoc loc);
+
 // How the operand `name` of `shape` reaches the body, from its BlockSpec.
 ir::PipelineOperand pipeline_operand(const PipelineContext& pc, const BlockSpec& spec, const Shape& shape,
                                      const std::string& name, bool output, bool aliased);

@@ -21,6 +21,13 @@ pl::Array iota_rows(int64_t m, int64_t n) {
   return pl::Array::from_vector(v, {m, n});
 }
 
+// out's four pairs of rows are x's in reverse order (the copies of the DMA tests below).
+void check_pairs_reversed(const pl::Array& out, const pl::Array& x) {
+  for (int64_t c = 0; c < 4; ++c)
+    for (int64_t r = 0; r < 2; ++r)
+      for (int64_t j = 0; j < 3; ++j) CHECK(out.at<float>({(3 - c) * 2 + r, j}) == x.at<float>({c * 2 + r, j}));
+}
+
 // A naive f32 matmul of two f32 or bf16 arrays.
 pl::Array reference_matmul(const pl::Array& a, const pl::Array& b) {
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
@@ -74,9 +81,7 @@ TEST_SUITE("dsl") {
                                   pl::ShapeDtype({8, 3}, pl::f32), backend);
       pl::Array x = iota_rows(8, 3);
       pl::Array out = call(x);
-      for (int64_t c = 0; c < 4; ++c)
-        for (int64_t r = 0; r < 2; ++r)
-          for (int64_t j = 0; j < 3; ++j) CHECK(out.at<float>({(3 - c) * 2 + r, j}) == x.at<float>({c * 2 + r, j}));
+      check_pairs_reversed(out, x);
     });
   }
 
@@ -282,9 +287,7 @@ TEST_SUITE("dsl") {
           pl::ShapeDtype({8, 3}, pl::f32), backend);
       pl::Array x = iota_rows(8, 3);
       pl::Array out = call(x);
-      for (int64_t c = 0; c < 4; ++c)
-        for (int64_t r = 0; r < 2; ++r)
-          for (int64_t j = 0; j < 3; ++j) CHECK(out.at<float>({(3 - c) * 2 + r, j}) == x.at<float>({c * 2 + r, j}));
+      check_pairs_reversed(out, x);
     });
   }
 

@@ -50,6 +50,19 @@ pl::BlockSpec blocks() {
   return pl::BlockSpec({kRows, kCols}, [](pl::Value i, pl::Value j) { return pl::idx(i, j); });
 }
 
+// Runs `spec` (blocks() in and out) with body(core, ...) and counts this core's steps in steps[0].
+void counted_pipeline(const pl::Value& core, pl::Ref steps, pl::PipelineSpec spec, pl::Ref x_hbm, pl::Ref o_hbm) {
+  steps[0] = 0;
+  spec.in_specs = {blocks()};
+  spec.out_specs = {blocks()};
+  pl::emit_pipeline(
+      [&](pl::Ref x, pl::Ref o) {
+        body(core, x, o);
+        steps[0] = steps[0] + 1;
+      },
+      std::move(spec))(x_hbm, o_hbm);
+}
+
 // x + tag, where dim `split` of a (rows, cols) grid is split over `cores` and the other is whole.
 std::vector<float> reference(const pl::Array& x, int64_t rows, int64_t cols, int64_t cores, int split) {
   std::vector<float> out = x.to_vector<float>();
@@ -79,18 +92,8 @@ pl::CallOptions with_parallel_grid(pl::CallOptions options) {
 auto core_axis_call(const pl::CallOptions& options, int64_t cores, int64_t rows, int64_t cols,
                     std::vector<pl::DimensionSemantics> semantics) {
   auto kernel = [=](pl::Ref x_hbm, pl::Ref o_hbm, pl::Ref steps) {
-    const pl::Value core = pl::program_id(0);
-    steps[0] = 0;
-    pl::emit_pipeline(
-        [&](pl::Ref x, pl::Ref o) {
-          body(core, x, o);
-          steps[0] = steps[0] + 1;
-        },
-        {.grid = {rows, cols},
-         .in_specs = {blocks()},
-         .out_specs = {blocks()},
-         .dimension_semantics = semantics,
-         .core_axis = 0})(x_hbm, o_hbm);
+    counted_pipeline(pl::program_id(0), steps, {.grid = {rows, cols}, .dimension_semantics = semantics, .core_axis = 0},
+                     x_hbm, o_hbm);
   };
   return pl::pallas_call(kernel,
                          pl::GridSpec{.grid = {cores},
@@ -142,18 +145,9 @@ TEST_SUITE("dsl") {
   TEST_CASE("emit_pipeline over cores: a traced parallel dim is split when the kernel runs") {
     // The row count is a scalar-prefetch value; one compiled kernel splits every count.
     auto kernel = [](pl::Ref n, pl::Ref x_hbm, pl::Ref o_hbm, pl::Ref steps) {
-      const pl::Value core = pl::program_id(0);
-      steps[0] = 0;
-      pl::emit_pipeline(
-          [&](pl::Ref x, pl::Ref o) {
-            body(core, x, o);
-            steps[0] = steps[0] + 1;
-          },
-          {.grid = {n[0], 2},
-           .in_specs = {blocks()},
-           .out_specs = {blocks()},
-           .dimension_semantics = {pl::parallel, pl::arbitrary},
-           .core_axis = 0})(x_hbm, o_hbm);
+      counted_pipeline(pl::program_id(0), steps,
+                       {.grid = {n[0], 2}, .dimension_semantics = {pl::parallel, pl::arbitrary}, .core_axis = 0}, x_hbm,
+                       o_hbm);
     };
     // Rows past the count are never written: the check against the interpreter skips them.
     auto unwritten_rows = [](pl::CallOptions o) {
