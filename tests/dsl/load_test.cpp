@@ -72,7 +72,7 @@ constexpr int kRing = 4;  // devices in the ring of ring_shift
 // Fewer rounds under a sanitizer: its threads run several times slower, and the interleavings, not
 // the count, are what it checks.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int kPathRounds = 2;
+constexpr int kPathRounds = 5;
 #else
 constexpr int kPathRounds = 20;
 #endif
@@ -216,6 +216,13 @@ auto cores_of_devices(const pl::CallOptions& backend) {
                        {pl::P("d")}, {pl::P("d")});
 }
 
+// `call` on each of 2 devices along `y`, on its half of the array.
+template <class Call>
+auto on_two_devices(Call call) {
+  return pl::shard_map([call](const pl::Array& block) { return call(block); }, pl::Mesh({2}, {"y"}), {pl::P("y")},
+                       {pl::P("y")});
+}
+
 bool cores_tagged(const pl::Array& out, const pl::Array& x) {
   const std::vector<float> got = out.to_vector<float>(), in = x.to_vector<float>();
   const size_t rows = static_cast<size_t>(kRows * kCols);
@@ -274,6 +281,10 @@ TEST_SUITE("dsl") {
       nested.push_back(cores_of_devices(b));
       affines.push_back(affine_call(2.0f, 1.0f, b));
     }
+    // The same pallas_call objects also run on the devices of a mesh: one object's programs for no
+    // mesh and for a mesh, made and found by many threads at once.
+    std::vector<decltype(on_two_devices(affines[0]))> affines_on_mesh;
+    for (const auto& a : affines) affines_on_mesh.push_back(on_two_devices(a));
     Failures failures;
     std::atomic<int> failed_as_expected{0};
     std::barrier start(kThreads);
@@ -318,6 +329,8 @@ TEST_SUITE("dsl") {
             check(cores_tagged(pl::Array(nested[b](nested_in)), nested_in), "mpmd_map in shard_map");
             const pl::Array x = integers({kN}, seed + 4);
             expect(failures, affines[b](x), x, 2.0f, 1.0f, "shared pallas_call");
+            const pl::Array both = integers({2 * kN}, seed + 5);
+            expect(failures, pl::Array(affines_on_mesh[b](both)), both, 2.0f, 1.0f, "shared pallas_call on a mesh");
           } catch (const std::exception& e) {
             failures.add(fmt::format("thread {} round {} ({}) threw: {}", t, r, backend, e.what()));
           }
