@@ -7,13 +7,20 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <system_error>
+
+#include <unistd.h>
 
 namespace tessera::testing {
 
+// The directory's name holds the process id: the suites of several builds (release, sanitizers,
+// other checkouts) may run the same test at once on one machine, and one must not fill or remove the
+// directory another is using.
 class CacheDir {
  public:
   explicit CacheDir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() / ("tessera_test_cache_" + name)) {
+      : path_(std::filesystem::temp_directory_path() /
+              ("tessera_test_cache_" + name + "_" + std::to_string(static_cast<long>(getpid())))) {
     std::filesystem::remove_all(path_);
     const char* old = std::getenv("TESSERA_CACHE_DIR");
     if (old) old_ = old;
@@ -22,7 +29,8 @@ class CacheDir {
   ~CacheDir() {
     if (old_.empty()) unsetenv("TESSERA_CACHE_DIR");
     else setenv("TESSERA_CACHE_DIR", old_.c_str(), 1);
-    std::filesystem::remove_all(path_);
+    std::error_code ignored;  // a destructor must not throw: that ends the process
+    std::filesystem::remove_all(path_, ignored);
   }
   CacheDir(const CacheDir&) = delete;
   CacheDir& operator=(const CacheDir&) = delete;
