@@ -1,5 +1,6 @@
 #include "tests/fuzz/differential.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -223,38 +224,62 @@ Verdict check(const Program& p) {
   return {};
 }
 
-Program shrink(const Program& p, const Verdict& failure) {
-  if (failure.kind == Verdict::agree || failure.kind == Verdict::both_threw) return p;
-  Program best = p;
-  auto still_fails = [&](const Program& candidate) { return check(candidate).kind == failure.kind; };
+namespace {
+
+// `p` with only the nodes its root and overwrite reach, operands before their users.
+Program compacted(const Program& p) {
+  if (p.is_dot) return p;
+  Program c = p;
+  c.nodes.clear();
+  auto visit = [&](auto& self, int n) -> int {
+    Expr e = p.nodes[static_cast<size_t>(n)];
+    for (int& a : e.args) a = self(self, a);
+    c.nodes.push_back(std::move(e));
+    return static_cast<int>(c.nodes.size()) - 1;
+  };
+  c.root = visit(visit, p.root);
+  if (p.overwrite >= 0) c.overwrite = visit(visit, p.overwrite);
+  return c;
+}
+
+// The programs one step smaller than `p`. Every candidate lowers a count that never grows back (the
+// nodes, the non-constant nodes, a loop's trips, a flag set), so shrinking ends.
+std::vector<Program> smaller(const Program& p) {
+  std::vector<Program> candidates;
+  auto add = [&](auto change) {
+    candidates.push_back(p);
+    change(candidates.back());
+  };
+  if (p.overwrite >= 0) add([](Program& c) { c.overwrite = -1; });
+  if (p.staged) add([](Program& c) { c.staged = false; });
+  // A node gives way to an operand of its type: control flow to one of its branches or its loop's
+  // initial value. A loop's body may refer to the loop's index: it never replaces the loop.
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const Expr& e = p.nodes[n];
+    for (size_t a = 0; a < e.args.size(); ++a) {
+      if (e.kind == Node::loop && a == 1) continue;
+      if (p.nodes[static_cast<size_t>(e.args[a])].dtype != e.dtype) continue;
+      add([&](Program& c) { c.nodes[n] = p.nodes[static_cast<size_t>(e.args[a])]; });
+    }
+    if (e.kind == Node::loop && e.value > 1) add([&](Program& c) { c.nodes[n].value = 1; });
+  }
+  // Then a node gives way to a constant of its type: what it computed did not matter.
+  for (size_t n = 0; n < p.nodes.size(); ++n)
+    if (p.nodes[n].kind != Node::constant)
+      add([&](Program& c) { c.nodes[n] = Expr{Node::constant, p.nodes[n].dtype, 0, 0, 0, 0, {}}; });
+  return candidates;
+}
+
+}  // namespace
+
+Program shrink(const Program& p, const StillFails& still_fails) {
+  Program best = compacted(p);
   for (bool progress = true; progress;) {
     progress = false;
-    std::vector<Program> candidates;
-    if (best.overwrite >= 0) {
-      candidates.push_back(best);
-      candidates.back().overwrite = -1;
-    }
-    if (best.staged) {
-      candidates.push_back(best);
-      candidates.back().staged = false;
-    }
-    for (size_t n = 0; n < best.nodes.size(); ++n) {
-      const Expr& e = best.nodes[n];
-      // A loop whose body refers to its index cannot give way to that body: keep it, shorten it.
-      for (size_t a = 0; a < e.args.size(); ++a) {
-        if (e.kind == Node::loop && a == 1) continue;
-        if (best.nodes[static_cast<size_t>(e.args[a])].dtype != e.dtype) continue;
-        candidates.push_back(best);
-        candidates.back().nodes[n] = best.nodes[static_cast<size_t>(e.args[a])];
-      }
-      if (e.kind == Node::loop && e.value > 1) {
-        candidates.push_back(best);
-        candidates.back().nodes[n].value = 1;
-      }
-    }
-    for (const Program& c : candidates)
-      if (still_fails(c)) {
-        best = c;
+    for (const Program& c : smaller(best))
+      // The predicate sees only what the candidate uses.
+      if (Program used = compacted(c); still_fails(used)) {
+        best = std::move(used);
         progress = true;
         break;
       }
@@ -262,9 +287,14 @@ Program shrink(const Program& p, const Verdict& failure) {
   return best;
 }
 
-std::string reproducer(const Program& p, const Verdict& failure) {
-  Program small = shrink(p, failure);
-  Verdict v = check(small);
+Program shrink(const Program& p, const Verdict& failure, const Checker& checker) {
+  if (failure.kind == Verdict::agree || failure.kind == Verdict::both_threw) return p;
+  return shrink(p, [&](const Program& candidate) { return checker(candidate).kind == failure.kind; });
+}
+
+std::string reproducer(const Program& p, const Verdict& failure, const Checker& checker) {
+  Program small = shrink(p, failure, checker);
+  Verdict v = checker(small);
   if (v.kind == Verdict::agree) v = failure;  // a failure that does not come back: report the original
   std::string ir;
   try {
@@ -278,14 +308,15 @@ std::string reproducer(const Program& p, const Verdict& failure) {
       p.seed, p.seed, v.detail, to_text(small), ir);
 }
 
-int run_seeds(uint64_t first, int64_t count, void (*on_failure)(const std::string&)) {
+int run_seeds(uint64_t first, int64_t count, const std::function<void(const std::string&)>& on_failure,
+              const Checker& checker) {
   int failures = 0;
   for (int64_t i = 0; i < count; ++i) {
     Program p = generate(first + static_cast<uint64_t>(i));
-    Verdict v = check(p);
+    Verdict v = checker(p);
     if (v.kind == Verdict::agree) continue;
     ++failures;
-    on_failure(reproducer(p, v));
+    on_failure(reproducer(p, v, checker));
   }
   return failures;
 }

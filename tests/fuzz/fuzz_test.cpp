@@ -3,7 +3,9 @@
 // tessera_fuzz (tests/fuzz/fuzz_main.cpp, README "Testing").
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "tests/fuzz/differential.h"
 
@@ -12,6 +14,30 @@ using namespace tessera;
 namespace {
 constexpr uint64_t kFirstSeed = 1;
 constexpr int64_t kSeeds = 40;
+
+// How many of the program's nodes are `kind` (with the op named `op`, for op nodes).
+int count(const fuzz::Program& p, fuzz::Node kind, const std::string& op = "") {
+  return static_cast<int>(std::count_if(p.nodes.begin(), p.nodes.end(), [&](const fuzz::Expr& e) {
+    if (e.kind != kind) return false;
+    if (kind == fuzz::Node::unary) return op.empty() || op == fuzz::unary_ops()[static_cast<size_t>(e.op)].name;
+    return true;
+  }));
+}
+
+bool uses_tanh(const fuzz::Program& p) { return fuzz::to_text(p).find("pl::tanh(") != std::string::npos; }
+
+// The first program from seed 1 on that `wanted` accepts.
+template <class F>
+fuzz::Program first_program(F wanted) {
+  for (uint64_t s = 1;; ++s)
+    if (fuzz::Program p = fuzz::generate(s); wanted(p)) return p;
+}
+
+// A failure planted in every program that uses pl::tanh: the backends are never run.
+fuzz::Verdict planted_tanh(const fuzz::Program& p) {
+  if (uses_tanh(p)) return {fuzz::Verdict::differ, "planted: the program uses pl::tanh"};
+  return {};
+}
 }  // namespace
 
 TEST_SUITE("fuzz") {
@@ -52,6 +78,72 @@ TEST_SUITE("fuzz") {
       CHECK(text.find("seed " + std::to_string(s)) != std::string::npos);
       CHECK(text.find("grid (") != std::string::npos);
       CHECK(text.find(p.is_dot ? "pl::dot(x(), y()" : "o() = (") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("fuzz: the shrinker keeps what fails and drops the rest of the program") {
+    // A big program with pl::tanh, an overwrite and scratch staging; failing is using pl::tanh.
+    fuzz::Program p = first_program([](const fuzz::Program& q) {
+      return !q.is_dot && q.nodes.size() >= 15 && q.overwrite >= 0 && q.staged && uses_tanh(q);
+    });
+    fuzz::Program small = fuzz::shrink(p, uses_tanh);
+    INFO(fuzz::to_text(small));
+    CHECK(small.seed == p.seed);
+    CHECK(count(small, fuzz::Node::unary, "pl::tanh") == 1);
+    CHECK(small.overwrite == -1);
+    CHECK_FALSE(small.staged);
+    // tanh of a constant, cast to the root's type when that differs from tanh's.
+    CHECK(small.nodes.size() <= 3);
+    CHECK(count(small, fuzz::Node::constant) == 1);
+    for (fuzz::Node k : {fuzz::Node::binary, fuzz::Node::select, fuzz::Node::reduce, fuzz::Node::loop,
+                         fuzz::Node::cond, fuzz::Node::x, fuzz::Node::y})
+      CHECK(count(small, k) == 0);
+    // A failure that nothing smaller keeps is the program itself.
+    fuzz::Program same = fuzz::shrink(small, uses_tanh);
+    CHECK(fuzz::to_text(same) == fuzz::to_text(small));
+    // The verdict form: failing the same way under the checker.
+    fuzz::Program by_verdict = fuzz::shrink(p, planted_tanh(p), planted_tanh);
+    CHECK(fuzz::to_text(by_verdict) == fuzz::to_text(small));
+  }
+
+  TEST_CASE("fuzz: the reproducer names the seed and is the shrunk program's DSL text") {
+    fuzz::Program p = first_program([](const fuzz::Program& q) { return !q.is_dot && q.nodes.size() >= 10 && uses_tanh(q); });
+    const fuzz::Verdict failure = planted_tanh(p);
+    const std::string text = fuzz::reproducer(p, failure, planted_tanh);
+    const std::string seed = std::to_string(p.seed);
+    CHECK(text.find("seed " + seed) != std::string::npos);
+    CHECK(text.find("tessera_fuzz --seed " + seed + " --count 1") != std::string::npos);
+    CHECK(text.find("planted: the program uses pl::tanh") != std::string::npos);
+    CHECK(text.find(fuzz::to_text(fuzz::shrink(p, uses_tanh))) != std::string::npos);
+    CHECK(text.find(fuzz::to_text(p)) == std::string::npos);  // the program as generated is not what is shown
+    CHECK(text.find("its traced IR:") != std::string::npos);
+    CHECK(text.find("tracing failed") == std::string::npos);
+  }
+
+  TEST_CASE("fuzz: a run whose comparison reports a mismatch gives each failure's reproducer") {
+    // The backends really run; the checker turns their agreement on every dot into a mismatch.
+    auto mismatch_on_dots = [](const fuzz::Program& p) {
+      fuzz::Verdict v = fuzz::check(p);
+      REQUIRE(v.kind == fuzz::Verdict::agree);
+      if (p.is_dot) return fuzz::Verdict{fuzz::Verdict::differ, "element (0, 0): compiled 1, interpreted 2 (planted)"};
+      return v;
+    };
+    constexpr uint64_t first = 1;
+    constexpr int64_t n = 12;
+    std::vector<uint64_t> dots;
+    for (uint64_t s = first; s < first + n; ++s)
+      if (fuzz::generate(s).is_dot) dots.push_back(s);
+    REQUIRE(!dots.empty());
+    std::vector<std::string> reproducers;
+    const int failures =
+        fuzz::run_seeds(first, n, [&](const std::string& r) { reproducers.push_back(r); }, mismatch_on_dots);
+    CHECK(failures == static_cast<int>(dots.size()));
+    REQUIRE(reproducers.size() == dots.size());
+    for (size_t i = 0; i < dots.size(); ++i) {
+      INFO(reproducers[i]);
+      CHECK(reproducers[i].find("disagree on the program of seed " + std::to_string(dots[i]) + " ") != std::string::npos);
+      CHECK(reproducers[i].find("compiled 1, interpreted 2 (planted)") != std::string::npos);
+      CHECK(reproducers[i].find("pl::dot(x(), y()") != std::string::npos);
     }
   }
 }
