@@ -243,7 +243,8 @@ Program compacted(const Program& p) {
 }
 
 // The programs one step smaller than `p`. Every candidate lowers a count that never grows back (the
-// nodes, the non-constant nodes, a loop's trips, a flag set), so shrinking ends.
+// nodes, the non-constant nodes, a loop's trips, a dim or block dim, a flag set), so shrinking ends.
+// A cond or pl::when comparing with a block index past a shrunk grid stays valid: it is never taken.
 std::vector<Program> smaller(const Program& p) {
   std::vector<Program> candidates;
   auto add = [&](auto change) {
@@ -267,6 +268,44 @@ std::vector<Program> smaller(const Program& p) {
   for (size_t n = 0; n < p.nodes.size(); ++n)
     if (p.nodes[n].kind != Node::constant)
       add([&](Program& c) { c.nodes[n] = Expr{Node::constant, p.nodes[n].dtype, 0, 0, 0, 0, {}}; });
+  // Fewer grid steps and smaller blocks, along each array axis: one block, one block fewer, half
+  // the block, one element fewer. A block never outgrows its array dim (unless that is 0).
+  for (int axis : {0, 1}) {
+    auto dims = [axis](Program& c) { return axis == 0 ? std::pair<int64_t*, int64_t*>{&c.rows, &c.block_rows}
+                                                       : std::pair<int64_t*, int64_t*>{&c.cols, &c.block_cols}; };
+    const int64_t n = axis == 0 ? p.rows : p.cols, b = axis == 0 ? p.block_rows : p.block_cols;
+    if (n > b) add([&](Program& c) { *dims(c).first = b; });
+    if (n > 2 * b) add([&](Program& c) { *dims(c).first = n - b; });
+    if (b > 1) add([&](Program& c) { *dims(c).second = b / 2; });
+    if (n > 1)
+      add([&](Program& c) {
+        auto [cn, cb] = dims(c);
+        *cn = n - 1;
+        *cb = std::min(b, n - 1);
+      });
+  }
+  // A dot's k: fewer k steps, a smaller k block, one k block instead of a tiled k.
+  if (p.is_dot) {
+    const int64_t steps = p.depth / p.block_depth;
+    if (p.tiled_k && steps > 1) add([&](Program& c) { c.depth -= c.block_depth; });
+    if (p.block_depth > 1)
+      add([&](Program& c) {
+        c.block_depth /= 2;
+        c.depth = steps * c.block_depth;
+      });
+    if (p.tiled_k)
+      add([](Program& c) {
+        c.tiled_k = false;
+        c.depth = c.block_depth;
+      });
+  }
+  // The plainest index maps and schedule.
+  if (p.reversed) add([](Program& c) { c.reversed = false; });
+  if (p.transposed_grid) add([](Program& c) { c.transposed_grid = false; });
+  if (p.y_is_row) add([](Program& c) { c.y_is_row = false; });
+  if (p.parallel_axes > 0) add([](Program& c) { c.parallel_axes = 0; });
+  if (p.interpret_cores > 1) add([](Program& c) { c.interpret_cores = 1; });
+  if (p.x_buffers > 1) add([](Program& c) { c.x_buffers = 1; });
   return candidates;
 }
 

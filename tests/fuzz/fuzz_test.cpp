@@ -146,4 +146,59 @@ TEST_SUITE("fuzz") {
       CHECK(reproducers[i].find("pl::dot(x(), y()") != std::string::npos);
     }
   }
+
+  TEST_CASE("fuzz: the shrinker takes the grid, the blocks and the control flow down to what fails") {
+    // Failing is having a fori_loop: one 1x1 block, the loop of two constants, nothing else.
+    auto uses_loop = [](const fuzz::Program& q) { return count(q, fuzz::Node::loop) > 0; };
+    fuzz::Program p = first_program([&](const fuzz::Program& q) {
+      return !q.is_dot && uses_loop(q) && count(q, fuzz::Node::cond) + count(q, fuzz::Node::select) > 0 &&
+             q.grid()[0] * q.grid()[1] >= 4 && (q.reversed || q.transposed_grid) && q.parallel_axes > 0;
+    });
+    fuzz::Program small = fuzz::shrink(p, uses_loop);
+    INFO(fuzz::to_text(small));
+    CHECK(small.rows == 1);
+    CHECK(small.cols == 1);
+    CHECK(small.grid() == std::vector<int64_t>{1, 1});
+    CHECK(count(small, fuzz::Node::loop) == 1);
+    CHECK(count(small, fuzz::Node::cond) == 0);
+    CHECK(count(small, fuzz::Node::select) == 0);
+    // The loop (stored, or in the pl::when overwrite where it was) of one trip over two constants; a
+    // constant stored beside a kept overwrite.
+    CHECK(small.nodes.size() == (small.overwrite >= 0 ? 4u : 3u));
+    CHECK(count(small, fuzz::Node::constant) == static_cast<int>(small.nodes.size()) - 1);
+    for (const fuzz::Expr& e : small.nodes)
+      if (e.kind == fuzz::Node::loop) CHECK(e.value == 1);
+    CHECK_FALSE(small.reversed);
+    CHECK_FALSE(small.transposed_grid);
+    CHECK(small.parallel_axes == 0);
+    CHECK(small.interpret_cores == 1);
+    CHECK(small.x_buffers == 1);
+
+    // Failing is a partial edge block along the rows: 3 rows in blocks of 2, one column, one node.
+    fuzz::Program q = first_program([](const fuzz::Program& r) { return !r.is_dot && r.rows % r.block_rows != 0 && r.rows > 20; });
+    fuzz::Program partial = fuzz::shrink(q, [](const fuzz::Program& r) { return r.rows % r.block_rows != 0; });
+    INFO(fuzz::to_text(partial));
+    CHECK(partial.rows == 3);
+    CHECK(partial.block_rows == 2);
+    CHECK(partial.cols == 1);
+    CHECK(partial.block_cols == 1);
+    CHECK(partial.nodes.size() == 1);
+
+    // Failing is three or more steps along the first grid axis: exactly three steps of one element.
+    fuzz::Program steps = fuzz::shrink(q, [](const fuzz::Program& r) { return r.grid()[0] >= 3; });
+    INFO(fuzz::to_text(steps));
+    CHECK(steps.grid() == std::vector<int64_t>{3, 1});
+    CHECK(steps.block_rows * steps.block_cols == 1);
+  }
+
+  TEST_CASE("fuzz: the shrinker takes a dot down to the k steps that fail") {
+    // Failing is a k tiled in two or more steps: two k steps of one element, one 1x1 output block.
+    fuzz::Program p = first_program([](const fuzz::Program& q) { return q.is_dot && q.tiled_k && q.depth / q.block_depth >= 3 && q.block_depth > 1; });
+    fuzz::Program small = fuzz::shrink(p, [](const fuzz::Program& q) { return q.tiled_k && q.depth / q.block_depth >= 2; });
+    INFO(fuzz::to_text(small));
+    CHECK(small.tiled_k);
+    CHECK(small.depth == 2);
+    CHECK(small.block_depth == 1);
+    CHECK(small.grid() == std::vector<int64_t>{1, 1, 2});
+  }
 }
