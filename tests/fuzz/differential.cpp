@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <optional>
 
 #include <fmt/format.h>
@@ -19,7 +20,8 @@ namespace {
 // Traces an element-wise program's expression inside the kernel; mirrors to_text's Printer.
 class Tracer {
  public:
-  Tracer(const Program& p, pl::Ref x, pl::Ref y) : p_(p), x_(x), y_(y) {}
+  // `ids`: the scalar-prefetched table of a prefetched program, else null.
+  Tracer(const Program& p, pl::Ref x, pl::Ref y, const pl::Ref* ids) : p_(p), x_(x), y_(y), ids_(ids) {}
 
   pl::Value expr(int n) {
     const Expr& e = p_.nodes[static_cast<size_t>(n)];
@@ -54,6 +56,21 @@ class Tracer {
       }
       case Node::cond:
         return pl::cond(block_index(e.axis) == e.value, [&] { return expr(e.args[0]); }, [&] { return expr(e.args[1]); });
+      case Node::prefetched: return pl::broadcast_to((*ids_)[block_index(0)].astype(e.dtype), block);
+      case Node::while_loop: {
+        const BinaryOp& op = binary_ops()[static_cast<size_t>(e.op)];
+        return pl::while_loop([&](const std::vector<pl::Value>& c) { return c[0] < e.value; },
+                              [&](const std::vector<pl::Value>& c) {
+                                return std::vector<pl::Value>{c[0] + 1, op.apply(c[1], expr(e.args[1]))};
+                              },
+                              {pl::zeros({}, pl::i32), arg(0)})
+            .at(1);
+      }
+      case Node::switch_: {
+        std::vector<std::function<pl::Value()>> branches;
+        for (int a : e.args) branches.push_back([this, a] { return expr(a); });
+        return pl::switch_(block_index(e.axis) - e.value, branches);
+      }
     }
     return {};
   }
@@ -75,6 +92,7 @@ class Tracer {
  private:
   const Program& p_;
   pl::Ref x_, y_;
+  const pl::Ref* ids_;
   std::vector<pl::Value> loop_index_;
 };
 
@@ -86,19 +104,20 @@ pl::CompilerParams params_of(const Program& p) {
   return params;
 }
 
+// The kernel body of an element-wise program.
+void store(const Program& p, Tracer& t, pl::Ref o, pl::Ref scratch) {
+  pl::Value value = t.expr(p.root);
+  if (p.staged) {
+    scratch() = value;
+    value = scratch();
+  }
+  o() = value.astype(p.out_dtype);
+  if (p.overwrite >= 0)
+    pl::when(t.block_index(p.when_axis) == p.when_value, [&] { o() = t.expr(p.overwrite).astype(p.out_dtype); });
+}
+
 // The pallas_call of an element-wise program.
-auto elementwise_call(const Program& p, pl::CallOptions options) {
-  auto kernel = [&p](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref scratch) {
-    Tracer t(p, x, y);
-    pl::Value value = t.expr(p.root);
-    if (p.staged) {
-      scratch() = value;
-      value = scratch();
-    }
-    o() = value.astype(p.out_dtype);
-    if (p.overwrite >= 0)
-      pl::when(t.block_index(p.when_axis) == p.when_value, [&] { o() = t.expr(p.overwrite).astype(p.out_dtype); });
-  };
+pl::PallasCall<pl::Array> elementwise_call(const Program& p, pl::CallOptions options) {
   // Grid indices (a, b) to the block indices (rows, cols) of x and o.
   auto rows_cols = [&p](pl::Value a, pl::Value b) {
     pl::Value r = p.transposed_grid ? b : a, c = p.transposed_grid ? a : b;
@@ -116,16 +135,42 @@ auto elementwise_call(const Program& p, pl::CallOptions options) {
     auto [r, c] = rows_cols(a, b);
     return row ? pl::idx(0, c) : pl::idx(r, c);
   };
-  pl::BlockSpec x({p.block_rows, p.block_cols}, xo_map, pl::Buffered(p.x_buffers));
-  pl::BlockSpec y({p.y_is_row ? 1 : p.block_rows, p.block_cols}, y_map);
-  pl::BlockSpec o({p.block_rows, p.block_cols}, xo_map);
+  const pl::Shape block = {p.block_rows, p.block_cols};
+  const std::vector<pl::BlockDim> xo_block = {p.block_rows, p.block_cols}, y_block = {p.y_is_row ? 1 : p.block_rows, p.block_cols};
   options.compiler_params = params_of(p);
+  const std::vector<pl::ScratchShape> scratch = {pl::VMEM(block, p.scratch_dtype())};
+  const pl::ShapeDtype out({p.rows, p.cols}, p.out_dtype);
+  if (p.prefetched) {
+    // x's row block comes from the prefetched table; every index map takes the table last.
+    auto kernel = [&p](pl::Ref ids, pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref s) {
+      Tracer t(p, x, y, &ids);
+      store(p, t, o, s);
+    };
+    auto x_map = [rows_cols](pl::Value a, pl::Value b, pl::Ref ids) {
+      auto [r, c] = rows_cols(a, b);
+      return pl::idx(ids[r], c);
+    };
+    auto taking_ids = [](auto map) { return [map](pl::Value a, pl::Value b, pl::Ref) { return map(a, b); }; };
+    return pl::pallas_call(kernel,
+                           pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1,
+                                                      .grid = p.grid(),
+                                                      .in_specs = {pl::BlockSpec(xo_block, x_map, pl::Buffered(p.x_buffers)),
+                                                                   pl::BlockSpec(y_block, taking_ids(y_map))},
+                                                      .out_specs = {pl::BlockSpec(xo_block, taking_ids(xo_map))},
+                                                      .scratch_shapes = scratch},
+                           out, options);
+  }
+  auto kernel = [&p](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref s) {
+    Tracer t(p, x, y, nullptr);
+    store(p, t, o, s);
+  };
   return pl::pallas_call(kernel,
                          pl::GridSpec{.grid = p.grid(),
-                                      .in_specs = {x, y},
-                                      .out_specs = {o},
-                                      .scratch_shapes = {pl::VMEM({p.block_rows, p.block_cols}, p.scratch_dtype())}},
-                         pl::ShapeDtype({p.rows, p.cols}, p.out_dtype), options);
+                                      .in_specs = {pl::BlockSpec(xo_block, xo_map, pl::Buffered(p.x_buffers)),
+                                                   pl::BlockSpec(y_block, y_map)},
+                                      .out_specs = {pl::BlockSpec(xo_block, xo_map)},
+                                      .scratch_shapes = scratch},
+                         out, options);
 }
 
 // The pallas_call of a dot program: the seed's matmul, over one k block or tiled over k.
@@ -191,6 +236,10 @@ std::string element_text(const pl::Array& a, int64_t i) {
 
 // The first element where compiled and interpreted differ, or nothing.
 std::optional<std::string> first_difference(const Program& p, const pl::Array& compiled, const pl::Array& interp) {
+  if (compiled.shape() != interp.shape() || compiled.dtype() != interp.dtype())
+    return fmt::format("the outputs differ in shape or dtype: compiled {} {}, interpreted {} {}",
+                       fmt::join(compiled.shape(), "x"), dtype_name(compiled.dtype()), fmt::join(interp.shape(), "x"),
+                       dtype_name(interp.dtype()));
   const int64_t n = compiled.size(), es = static_cast<int64_t>(dtype_size(compiled.dtype()));
   const bool fp = is_float(compiled.dtype());
   std::vector<double> c = fp ? compiled.to_vector<double>() : std::vector<double>{};
@@ -242,6 +291,14 @@ Program compacted(const Program& p) {
   return c;
 }
 
+// Whether node n refers to the index of a loop around it (an inner loop's body refers to its own).
+bool uses_loop_index(const Program& p, int n) {
+  const Expr& e = p.nodes[static_cast<size_t>(n)];
+  if (e.kind == Node::loop_index) return true;
+  if (e.kind == Node::loop) return uses_loop_index(p, e.args[0]);
+  return std::any_of(e.args.begin(), e.args.end(), [&](int a) { return uses_loop_index(p, a); });
+}
+
 // The programs one step smaller than `p`. Every candidate lowers a count that never grows back (the
 // nodes, the non-constant nodes, a loop's trips, a dim or block dim, a flag set), so shrinking ends.
 // A cond or pl::when comparing with a block index past a shrunk grid stays valid: it is never taken.
@@ -253,16 +310,19 @@ std::vector<Program> smaller(const Program& p) {
   };
   if (p.overwrite >= 0) add([](Program& c) { c.overwrite = -1; });
   if (p.staged) add([](Program& c) { c.staged = false; });
-  // A node gives way to an operand of its type: control flow to one of its branches or its loop's
-  // initial value. A loop's body may refer to the loop's index: it never replaces the loop.
+  // A node gives way to an operand of its type, or of several operands to one cast to its type (a
+  // where to its compared value): control flow to one of its branches, its loop's initial value or
+  // body. A loop's body that refers to the loop's index never replaces the loop.
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     const Expr& e = p.nodes[n];
     for (size_t a = 0; a < e.args.size(); ++a) {
-      if (e.kind == Node::loop && a == 1) continue;
-      if (p.nodes[static_cast<size_t>(e.args[a])].dtype != e.dtype) continue;
-      add([&](Program& c) { c.nodes[n] = p.nodes[static_cast<size_t>(e.args[a])]; });
+      if (e.kind == Node::loop && a == 1 && uses_loop_index(p, e.args[1])) continue;
+      if (p.nodes[static_cast<size_t>(e.args[a])].dtype == e.dtype)
+        add([&](Program& c) { c.nodes[n] = p.nodes[static_cast<size_t>(e.args[a])]; });
+      else if (e.args.size() >= 2)
+        add([&](Program& c) { c.nodes[n] = Expr{Node::cast, e.dtype, 0, 0, 0, 0, {e.args[a]}}; });
     }
-    if (e.kind == Node::loop && e.value > 1) add([&](Program& c) { c.nodes[n].value = 1; });
+    if ((e.kind == Node::loop || e.kind == Node::while_loop) && e.value > 1) add([&](Program& c) { c.nodes[n].value = 1; });
   }
   // Then a node gives way to a constant of its type: what it computed did not matter.
   for (size_t n = 0; n < p.nodes.size(); ++n)
@@ -306,6 +366,8 @@ std::vector<Program> smaller(const Program& p) {
   if (p.parallel_axes > 0) add([](Program& c) { c.parallel_axes = 0; });
   if (p.interpret_cores > 1) add([](Program& c) { c.interpret_cores = 1; });
   if (p.x_buffers > 1) add([](Program& c) { c.x_buffers = 1; });
+  if (p.prefetched && std::none_of(p.nodes.begin(), p.nodes.end(), [](const Expr& e) { return e.kind == Node::prefetched; }))
+    add([](Program& c) { c.prefetched = false; });
   return candidates;
 }
 
