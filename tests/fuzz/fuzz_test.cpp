@@ -4,12 +4,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "tests/fuzz/differential.h"
 
 using namespace tessera;
+namespace pl = tessera;
 
 namespace {
 constexpr uint64_t kFirstSeed = 1;
@@ -207,5 +209,40 @@ TEST_SUITE("fuzz") {
     CHECK(small.depth == 2);
     CHECK(small.block_depth == 1);
     CHECK(small.grid() == std::vector<int64_t>{1, 1, 2});
+  }
+
+  TEST_CASE("fuzz: found by the fuzzer, min and max keep -0 below +0 beside an integer converted to float") {
+    // Seed 1002326: in the branch where 3 - program_id(1) <= 0, min(y, that index as f64) with y
+    // = -0 gave +0 compiled. LLVM knew the converted integer is never -0 and took a select between
+    // equal operands as free to return either. Rule 13: min(-0, +0) = -0, max(-0, +0) = +0.
+    for (pl::DType dtype : {pl::f16, pl::f32, pl::f64}) {
+      for (bool is_min : {true, false}) {
+        auto kernel = [is_min](pl::Ref y, pl::Ref o) {
+          auto pick = [&] {
+            pl::Value index = pl::broadcast_to((3 - pl::program_id(1)).astype(pl::f64), {1, 1});
+            pl::Value v = y().astype(pl::f64);
+            return is_min ? pl::minimum(v, index) : pl::maximum(index, v);
+          };
+          auto one = [] { return pl::full({1, 1}, 1, pl::f64); };
+          o() = pl::switch_(3 - pl::program_id(1), {pick, one, one});
+        };
+        auto map = [](pl::Value a, pl::Value b) { return pl::idx(3 - b, 7 - a); };
+        const pl::Array y = pl::Array::from_vector(std::vector<double>(32, -0.0), {4, 8}, dtype);
+        for (bool interpret : {false, true}) {
+          INFO(pl::dtype_name(dtype) << (is_min ? " min" : " max") << (interpret ? ", interpreted" : ", compiled"));
+          pl::CallOptions options;
+          if (interpret) options.interpret = pl::InterpretParams{};
+          const std::vector<double> out =
+              pl::pallas_call(kernel, pl::GridSpec{.grid = {8, 4}, .in_specs = {pl::BlockSpec({1, 1}, map)}, .out_specs = {pl::BlockSpec({1, 1}, map)}},
+                              pl::ShapeDtype({4, 8}, pl::f64), options)(y)
+                  .to_vector<double>();
+          for (size_t i = 0; i < 8; ++i) {  // row 0: the branch of the min or max
+            CHECK(out[i] == 0.0);
+            CHECK(std::signbit(out[i]) == is_min);
+          }
+          for (size_t i = 8; i < 32; ++i) CHECK(out[i] == 1.0);
+        }
+      }
+    }
   }
 }
