@@ -24,12 +24,6 @@ llvm::Value* canonical_nan(llvm::Type* t) {
   return llvm::ConstantFP::get(t, std::bit_cast<float>(rules::kCanonicalNaN32));
 }
 
-// std::signbit(x): the top bit of the float's bits (true for -0 and negative NaNs).
-llvm::Value* sign_bit(llvm::IRBuilderBase& b, llvm::Value* x) {
-  llvm::Type* int_ty = b.getIntNTy(x->getType()->getPrimitiveSizeInBits().getFixedValue());
-  return b.CreateICmpSLT(b.CreateBitCast(x, int_ty), llvm::ConstantInt::get(int_ty, 0));
-}
-
 // The arithmetic policy of runtime/element_math.h as IR: each operation is one instruction (fma is
 // llvm.fma, which rounds once), with no fast-math flags, so the emitted steps round exactly as the
 // interpreter's ScalarMath does, and the loop vectoriser can widen all of them.
@@ -139,13 +133,20 @@ llvm::Value* Emitter::binary(OpKind k, DType t, llvm::Value* x, llvm::Value* y) 
       case OpKind::Max:
       case OpKind::Min: {
         // rules::float_max / float_min: the canonical NaN if either is NaN; otherwise the larger
-        // (smaller), with -0 below +0 whatever the operand order.
+        // (smaller), with -0 below +0 whatever the operand order. Between equal operands (they
+        // differ only as +0 and -0) the result is their bits ANDed (max: +0 wins) or ORed (min: -0
+        // wins). Not `select(x == y && signbit, y, x)`: LLVM 19 treats a select between operands
+        // it has seen compare equal as free to return either, and dropped the -0 when the other
+        // operand could not be -0 (min(-0, the i32 0 converted) gave +0; fuzz seed 1002326).
         llvm::Value* either_nan = b_.CreateOr(b_.CreateFCmpUNO(x, x), b_.CreateFCmpUNO(y, y));
-        llvm::Value* equal = b_.CreateFCmpOEQ(x, y);
-        llvm::Value* take_y = k == OpKind::Max
-                                  ? b_.CreateOr(b_.CreateFCmpOLT(x, y), b_.CreateAnd(equal, sign_bit(b_, x)))
-                                  : b_.CreateOr(b_.CreateFCmpOLT(y, x), b_.CreateAnd(equal, sign_bit(b_, y)));
-        r = b_.CreateSelect(either_nan, canonical_nan(x->getType()), b_.CreateSelect(take_y, y, x));
+        llvm::Type* int_ty = b_.getIntNTy(x->getType()->getPrimitiveSizeInBits().getFixedValue());
+        llvm::Value* xi = b_.CreateBitCast(x, int_ty);
+        llvm::Value* yi = b_.CreateBitCast(y, int_ty);
+        llvm::Value* tie = b_.CreateBitCast(k == OpKind::Max ? b_.CreateAnd(xi, yi) : b_.CreateOr(xi, yi), x->getType());
+        llvm::Value* x_wins = k == OpKind::Max ? b_.CreateFCmpOGT(x, y) : b_.CreateFCmpOLT(x, y);
+        llvm::Value* y_wins = k == OpKind::Max ? b_.CreateFCmpOGT(y, x) : b_.CreateFCmpOLT(y, x);
+        r = b_.CreateSelect(either_nan, canonical_nan(x->getType()),
+                            b_.CreateSelect(x_wins, x, b_.CreateSelect(y_wins, y, tie)));
         break;
       }
       default: throw InternalError("codegen", fmt::format("`{}` on floats", ir::mnemonic(k)));

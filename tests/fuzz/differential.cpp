@@ -1,8 +1,10 @@
 #include "tests/fuzz/differential.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <optional>
 
 #include <fmt/format.h>
@@ -18,7 +20,8 @@ namespace {
 // Traces an element-wise program's expression inside the kernel; mirrors to_text's Printer.
 class Tracer {
  public:
-  Tracer(const Program& p, pl::Ref x, pl::Ref y) : p_(p), x_(x), y_(y) {}
+  // `ids`: the scalar-prefetched table of a prefetched program, else null.
+  Tracer(const Program& p, pl::Ref x, pl::Ref y, const pl::Ref* ids) : p_(p), x_(x), y_(y), ids_(ids) {}
 
   pl::Value expr(int n) {
     const Expr& e = p_.nodes[static_cast<size_t>(n)];
@@ -53,6 +56,21 @@ class Tracer {
       }
       case Node::cond:
         return pl::cond(block_index(e.axis) == e.value, [&] { return expr(e.args[0]); }, [&] { return expr(e.args[1]); });
+      case Node::prefetched: return pl::broadcast_to((*ids_)[block_index(0)].astype(e.dtype), block);
+      case Node::while_loop: {
+        const BinaryOp& op = binary_ops()[static_cast<size_t>(e.op)];
+        return pl::while_loop([&](const std::vector<pl::Value>& c) { return c[0] < e.value; },
+                              [&](const std::vector<pl::Value>& c) {
+                                return std::vector<pl::Value>{c[0] + 1, op.apply(c[1], expr(e.args[1]))};
+                              },
+                              {pl::zeros({}, pl::i32), arg(0)})
+            .at(1);
+      }
+      case Node::switch_: {
+        std::vector<std::function<pl::Value()>> branches;
+        for (int a : e.args) branches.push_back([this, a] { return expr(a); });
+        return pl::switch_(block_index(e.axis) - e.value, branches);
+      }
     }
     return {};
   }
@@ -74,6 +92,7 @@ class Tracer {
  private:
   const Program& p_;
   pl::Ref x_, y_;
+  const pl::Ref* ids_;
   std::vector<pl::Value> loop_index_;
 };
 
@@ -85,19 +104,20 @@ pl::CompilerParams params_of(const Program& p) {
   return params;
 }
 
+// The kernel body of an element-wise program.
+void store(const Program& p, Tracer& t, pl::Ref o, pl::Ref scratch) {
+  pl::Value value = t.expr(p.root);
+  if (p.staged) {
+    scratch() = value;
+    value = scratch();
+  }
+  o() = value.astype(p.out_dtype);
+  if (p.overwrite >= 0)
+    pl::when(t.block_index(p.when_axis) == p.when_value, [&] { o() = t.expr(p.overwrite).astype(p.out_dtype); });
+}
+
 // The pallas_call of an element-wise program.
-auto elementwise_call(const Program& p, pl::CallOptions options) {
-  auto kernel = [&p](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref scratch) {
-    Tracer t(p, x, y);
-    pl::Value value = t.expr(p.root);
-    if (p.staged) {
-      scratch() = value;
-      value = scratch();
-    }
-    o() = value.astype(p.out_dtype);
-    if (p.overwrite >= 0)
-      pl::when(t.block_index(p.when_axis) == p.when_value, [&] { o() = t.expr(p.overwrite).astype(p.out_dtype); });
-  };
+pl::PallasCall<pl::Array> elementwise_call(const Program& p, pl::CallOptions options) {
   // Grid indices (a, b) to the block indices (rows, cols) of x and o.
   auto rows_cols = [&p](pl::Value a, pl::Value b) {
     pl::Value r = p.transposed_grid ? b : a, c = p.transposed_grid ? a : b;
@@ -115,16 +135,42 @@ auto elementwise_call(const Program& p, pl::CallOptions options) {
     auto [r, c] = rows_cols(a, b);
     return row ? pl::idx(0, c) : pl::idx(r, c);
   };
-  pl::BlockSpec x({p.block_rows, p.block_cols}, xo_map, pl::Buffered(p.x_buffers));
-  pl::BlockSpec y({p.y_is_row ? 1 : p.block_rows, p.block_cols}, y_map);
-  pl::BlockSpec o({p.block_rows, p.block_cols}, xo_map);
+  const pl::Shape block = {p.block_rows, p.block_cols};
+  const std::vector<pl::BlockDim> xo_block = {p.block_rows, p.block_cols}, y_block = {p.y_is_row ? 1 : p.block_rows, p.block_cols};
   options.compiler_params = params_of(p);
+  const std::vector<pl::ScratchShape> scratch = {pl::VMEM(block, p.scratch_dtype())};
+  const pl::ShapeDtype out({p.rows, p.cols}, p.out_dtype);
+  if (p.prefetched) {
+    // x's row block comes from the prefetched table; every index map takes the table last.
+    auto kernel = [&p](pl::Ref ids, pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref s) {
+      Tracer t(p, x, y, &ids);
+      store(p, t, o, s);
+    };
+    auto x_map = [rows_cols](pl::Value a, pl::Value b, pl::Ref ids) {
+      auto [r, c] = rows_cols(a, b);
+      return pl::idx(ids[r], c);
+    };
+    auto taking_ids = [](auto map) { return [map](pl::Value a, pl::Value b, pl::Ref) { return map(a, b); }; };
+    return pl::pallas_call(kernel,
+                           pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1,
+                                                      .grid = p.grid(),
+                                                      .in_specs = {pl::BlockSpec(xo_block, x_map, pl::Buffered(p.x_buffers)),
+                                                                   pl::BlockSpec(y_block, taking_ids(y_map))},
+                                                      .out_specs = {pl::BlockSpec(xo_block, taking_ids(xo_map))},
+                                                      .scratch_shapes = scratch},
+                           out, options);
+  }
+  auto kernel = [&p](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref s) {
+    Tracer t(p, x, y, nullptr);
+    store(p, t, o, s);
+  };
   return pl::pallas_call(kernel,
                          pl::GridSpec{.grid = p.grid(),
-                                      .in_specs = {x, y},
-                                      .out_specs = {o},
-                                      .scratch_shapes = {pl::VMEM({p.block_rows, p.block_cols}, p.scratch_dtype())}},
-                         pl::ShapeDtype({p.rows, p.cols}, p.out_dtype), options);
+                                      .in_specs = {pl::BlockSpec(xo_block, xo_map, pl::Buffered(p.x_buffers)),
+                                                   pl::BlockSpec(y_block, y_map)},
+                                      .out_specs = {pl::BlockSpec(xo_block, xo_map)},
+                                      .scratch_shapes = scratch},
+                         out, options);
 }
 
 // The pallas_call of a dot program: the seed's matmul, over one k block or tiled over k.
@@ -190,6 +236,10 @@ std::string element_text(const pl::Array& a, int64_t i) {
 
 // The first element where compiled and interpreted differ, or nothing.
 std::optional<std::string> first_difference(const Program& p, const pl::Array& compiled, const pl::Array& interp) {
+  if (compiled.shape() != interp.shape() || compiled.dtype() != interp.dtype())
+    return fmt::format("the outputs differ in shape or dtype: compiled {} {}, interpreted {} {}",
+                       fmt::join(compiled.shape(), "x"), dtype_name(compiled.dtype()), fmt::join(interp.shape(), "x"),
+                       dtype_name(interp.dtype()));
   const int64_t n = compiled.size(), es = static_cast<int64_t>(dtype_size(compiled.dtype()));
   const bool fp = is_float(compiled.dtype());
   std::vector<double> c = fp ? compiled.to_vector<double>() : std::vector<double>{};
@@ -223,38 +273,114 @@ Verdict check(const Program& p) {
   return {};
 }
 
-Program shrink(const Program& p, const Verdict& failure) {
-  if (failure.kind == Verdict::agree || failure.kind == Verdict::both_threw) return p;
-  Program best = p;
-  auto still_fails = [&](const Program& candidate) { return check(candidate).kind == failure.kind; };
+namespace {
+
+// `p` with only the nodes its root and overwrite reach, operands before their users.
+Program compacted(const Program& p) {
+  if (p.is_dot) return p;
+  Program c = p;
+  c.nodes.clear();
+  auto visit = [&](auto& self, int n) -> int {
+    Expr e = p.nodes[static_cast<size_t>(n)];
+    for (int& a : e.args) a = self(self, a);
+    c.nodes.push_back(std::move(e));
+    return static_cast<int>(c.nodes.size()) - 1;
+  };
+  c.root = visit(visit, p.root);
+  if (p.overwrite >= 0) c.overwrite = visit(visit, p.overwrite);
+  return c;
+}
+
+// Whether node n refers to the index of a loop around it (an inner loop's body refers to its own).
+bool uses_loop_index(const Program& p, int n) {
+  const Expr& e = p.nodes[static_cast<size_t>(n)];
+  if (e.kind == Node::loop_index) return true;
+  if (e.kind == Node::loop) return uses_loop_index(p, e.args[0]);
+  return std::any_of(e.args.begin(), e.args.end(), [&](int a) { return uses_loop_index(p, a); });
+}
+
+// The programs one step smaller than `p`. Every candidate lowers a count that never grows back (the
+// nodes, the non-constant nodes, a loop's trips, a dim or block dim, a flag set), so shrinking ends.
+// A cond or pl::when comparing with a block index past a shrunk grid stays valid: it is never taken.
+std::vector<Program> smaller(const Program& p) {
+  std::vector<Program> candidates;
+  auto add = [&](auto change) {
+    candidates.push_back(p);
+    change(candidates.back());
+  };
+  if (p.overwrite >= 0) add([](Program& c) { c.overwrite = -1; });
+  if (p.staged) add([](Program& c) { c.staged = false; });
+  // A node gives way to an operand of its type, or of several operands to one cast to its type (a
+  // where to its compared value): control flow to one of its branches, its loop's initial value or
+  // body. A loop's body that refers to the loop's index never replaces the loop.
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const Expr& e = p.nodes[n];
+    for (size_t a = 0; a < e.args.size(); ++a) {
+      if (e.kind == Node::loop && a == 1 && uses_loop_index(p, e.args[1])) continue;
+      if (p.nodes[static_cast<size_t>(e.args[a])].dtype == e.dtype)
+        add([&](Program& c) { c.nodes[n] = p.nodes[static_cast<size_t>(e.args[a])]; });
+      else if (e.args.size() >= 2)
+        add([&](Program& c) { c.nodes[n] = Expr{Node::cast, e.dtype, 0, 0, 0, 0, {e.args[a]}}; });
+    }
+    if ((e.kind == Node::loop || e.kind == Node::while_loop) && e.value > 1) add([&](Program& c) { c.nodes[n].value = 1; });
+  }
+  // Then a node gives way to a constant of its type: what it computed did not matter.
+  for (size_t n = 0; n < p.nodes.size(); ++n)
+    if (p.nodes[n].kind != Node::constant)
+      add([&](Program& c) { c.nodes[n] = Expr{Node::constant, p.nodes[n].dtype, 0, 0, 0, 0, {}}; });
+  // Fewer grid steps and smaller blocks, along each array axis: one block, one block fewer, half
+  // the block, one element fewer. A block never outgrows its array dim (unless that is 0).
+  for (int axis : {0, 1}) {
+    auto dims = [axis](Program& c) { return axis == 0 ? std::pair<int64_t*, int64_t*>{&c.rows, &c.block_rows}
+                                                       : std::pair<int64_t*, int64_t*>{&c.cols, &c.block_cols}; };
+    const int64_t n = axis == 0 ? p.rows : p.cols, b = axis == 0 ? p.block_rows : p.block_cols;
+    if (n > b) add([&](Program& c) { *dims(c).first = b; });
+    if (n > 2 * b) add([&](Program& c) { *dims(c).first = n - b; });
+    if (b > 1) add([&](Program& c) { *dims(c).second = b / 2; });
+    if (n > 1)
+      add([&](Program& c) {
+        auto [cn, cb] = dims(c);
+        *cn = n - 1;
+        *cb = std::min(b, n - 1);
+      });
+  }
+  // A dot's k: fewer k steps, a smaller k block, one k block instead of a tiled k.
+  if (p.is_dot) {
+    const int64_t steps = p.depth / p.block_depth;
+    if (p.tiled_k && steps > 1) add([&](Program& c) { c.depth -= c.block_depth; });
+    if (p.block_depth > 1)
+      add([&](Program& c) {
+        c.block_depth /= 2;
+        c.depth = steps * c.block_depth;
+      });
+    if (p.tiled_k)
+      add([](Program& c) {
+        c.tiled_k = false;
+        c.depth = c.block_depth;
+      });
+  }
+  // The plainest index maps and schedule.
+  if (p.reversed) add([](Program& c) { c.reversed = false; });
+  if (p.transposed_grid) add([](Program& c) { c.transposed_grid = false; });
+  if (p.y_is_row) add([](Program& c) { c.y_is_row = false; });
+  if (p.parallel_axes > 0) add([](Program& c) { c.parallel_axes = 0; });
+  if (p.interpret_cores > 1) add([](Program& c) { c.interpret_cores = 1; });
+  if (p.x_buffers > 1) add([](Program& c) { c.x_buffers = 1; });
+  if (p.prefetched && std::none_of(p.nodes.begin(), p.nodes.end(), [](const Expr& e) { return e.kind == Node::prefetched; }))
+    add([](Program& c) { c.prefetched = false; });
+  return candidates;
+}
+
+}  // namespace
+
+Program shrink(const Program& p, const StillFails& still_fails) {
+  Program best = compacted(p);
   for (bool progress = true; progress;) {
     progress = false;
-    std::vector<Program> candidates;
-    if (best.overwrite >= 0) {
-      candidates.push_back(best);
-      candidates.back().overwrite = -1;
-    }
-    if (best.staged) {
-      candidates.push_back(best);
-      candidates.back().staged = false;
-    }
-    for (size_t n = 0; n < best.nodes.size(); ++n) {
-      const Expr& e = best.nodes[n];
-      // A loop whose body refers to its index cannot give way to that body: keep it, shorten it.
-      for (size_t a = 0; a < e.args.size(); ++a) {
-        if (e.kind == Node::loop && a == 1) continue;
-        if (best.nodes[static_cast<size_t>(e.args[a])].dtype != e.dtype) continue;
-        candidates.push_back(best);
-        candidates.back().nodes[n] = best.nodes[static_cast<size_t>(e.args[a])];
-      }
-      if (e.kind == Node::loop && e.value > 1) {
-        candidates.push_back(best);
-        candidates.back().nodes[n].value = 1;
-      }
-    }
-    for (const Program& c : candidates)
-      if (still_fails(c)) {
-        best = c;
+    for (const Program& c : smaller(best))
+      // The predicate sees only what the candidate uses.
+      if (Program used = compacted(c); still_fails(used)) {
+        best = std::move(used);
         progress = true;
         break;
       }
@@ -262,9 +388,14 @@ Program shrink(const Program& p, const Verdict& failure) {
   return best;
 }
 
-std::string reproducer(const Program& p, const Verdict& failure) {
-  Program small = shrink(p, failure);
-  Verdict v = check(small);
+Program shrink(const Program& p, const Verdict& failure, const Checker& checker) {
+  if (failure.kind == Verdict::agree || failure.kind == Verdict::both_threw) return p;
+  return shrink(p, [&](const Program& candidate) { return checker(candidate).kind == failure.kind; });
+}
+
+std::string reproducer(const Program& p, const Verdict& failure, const Checker& checker) {
+  Program small = shrink(p, failure, checker);
+  Verdict v = checker(small);
   if (v.kind == Verdict::agree) v = failure;  // a failure that does not come back: report the original
   std::string ir;
   try {
@@ -278,14 +409,15 @@ std::string reproducer(const Program& p, const Verdict& failure) {
       p.seed, p.seed, v.detail, to_text(small), ir);
 }
 
-int run_seeds(uint64_t first, int64_t count, void (*on_failure)(const std::string&)) {
+int run_seeds(uint64_t first, int64_t count, const std::function<void(const std::string&)>& on_failure,
+              const Checker& checker) {
   int failures = 0;
   for (int64_t i = 0; i < count; ++i) {
     Program p = generate(first + static_cast<uint64_t>(i));
-    Verdict v = check(p);
+    Verdict v = checker(p);
     if (v.kind == Verdict::agree) continue;
     ++failures;
-    on_failure(reproducer(p, v));
+    on_failure(reproducer(p, v, checker));
   }
   return failures;
 }

@@ -5,7 +5,9 @@
 //
 // Two families:
 //  - element-wise: x and y blocks through element ops, casts, reductions (broadcast back), where,
-//    fori_loop and cond, stored with an optional pl::when overwrite; partial edge blocks included;
+//    fori_loop, while_loop, cond and switch_, stored with an optional pl::when overwrite; partial
+//    edge blocks and zero-size arrays (a grid with a zero dim) included; x's row block optionally
+//    read from a scalar-prefetched table;
 //  - dot: the seed's matmul shape, one k block or tiled over k with an accumulator in scratch.
 //
 // Every program is valid by construction: a generated program the DSL rejects is a generator bug.
@@ -33,6 +35,9 @@ enum class Node : uint8_t {
   reduce,      // reduce_ops()[op](a masked to the array, axis), broadcast back to the block
   loop,        // pl::fori_loop(0, trips, a, [](i, c) { return binary_ops()[op](c, b); })
   cond,        // pl::cond(block index along `axis` == value, a, b)
+  prefetched,  // ids[the block index along rows], broadcast: the scalar-prefetched table (prefetched programs)
+  while_loop,  // pl::while_loop over {an i32 count, a}: while count < trips, {count + 1, binary_ops()[op](c, b)}
+  switch_,     // pl::switch_(block index along `axis` - value, {args...}): 2 or 3 branches, the index clamped
 };
 
 struct Expr {
@@ -40,7 +45,7 @@ struct Expr {
   DType dtype = DType::f32;  // the result's
   int op = 0;                // index into the op table of its kind
   int axis = 0;              // iota, program_id, reduce, cond: an array axis (0 rows, 1 columns)
-  int64_t value = 0;         // loop: trips; cond: the block index compared with
+  int64_t value = 0;         // loop, while_loop: trips; cond: the block index compared with; switch_: subtracted
   double constant = 0;       // constant
   std::vector<int> args;     // indices of operand nodes in Program::nodes
 };
@@ -60,6 +65,10 @@ struct Program {
   bool tiled_k = false;
   // x's BlockSpec pipeline mode: pl::Buffered(x_buffers) fetches the next blocks ahead (1: none).
   int x_buffers = 1;
+  // Element-wise: a pl::PrefetchScalarGridSpec whose prefetched i32 table `ids` (one entry per row
+  // block, make_inputs's first input) gives x's row block: x's index map is (ids[i], j). Each entry
+  // names a full block (or block 0 when there is one block), so no padding reaches the array.
+  bool prefetched = false;
   // How many leading grid axes are pl::parallel; the interpreter's simulated cores.
   int parallel_axes = 0;
   int interpret_cores = 1;
@@ -98,7 +107,7 @@ const std::vector<ReduceOp>& reduce_ops();
 
 // The program seed `seed` makes; the same on every machine.
 Program generate(uint64_t seed);
-// The inputs of a program, seeded too: edge values (NaN, +-inf, -0, subnormals, INT_MIN, -1, 0) mixed
+// The inputs of a program, seeded too ({ids, x, y} when prefetched, else {x, y}): edge values (NaN, +-inf, -0, subnormals, INT_MIN, -1, 0) mixed
 // with ordinary ones for element-wise programs, uniform values for dots.
 std::vector<Array> make_inputs(const Program& p);
 // The program as DSL-like text: the call's shapes, specs and grid, then the kernel body.
