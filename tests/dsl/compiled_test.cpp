@@ -22,11 +22,12 @@ namespace {
 
 // A call that reads TESSERA_NUM_THREADS and TESSERA_DMA (every launch does, until a read succeeds),
 // or with `collective` a shard_map whose kernel communicates, which reads TESSERA_CHAOS_US; checks its
-// result.
-void call_reading_environment(bool collective) {
+// result. `*line`: the line of the call that reads them, where an invalid value is reported.
+void call_reading_environment(bool collective, int* line) {
   if (!collective) {
     auto copy = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x() + 1.0f; }, pl::GridSpec{},
                                 pl::ShapeDtype({4}, pl::f32));
+    *line = __LINE__ + 1;
     const pl::Array out = copy(pl::Array::arange(4, pl::f32));  // outside CHECK, which would catch its error
     CHECK(out.at<float>({3}) == 4.0f);
     return;
@@ -38,10 +39,12 @@ void call_reading_environment(bool collective) {
     pl::semaphore_wait(barrier, 1);
     o() = pl::zeros_like(o) + 1.0f;
   };
+  // The kernel's launch on each device reads the variable: the call inside the function is the one.
+  *line = __LINE__ + 4;
   auto f = pl::shard_map(
       [&](const pl::Array&) {
-        return pl::pallas_call(ring, pl::GridSpec{}, pl::ShapeDtype({1}, pl::f32),
-                               {.compiler_params = {.collective_id = 5}})();
+        auto call = pl::pallas_call(ring, pl::GridSpec{}, pl::ShapeDtype({1}, pl::f32), {.compiler_params = {.collective_id = 5}});
+        return call();
       },
       mesh, {pl::P("i")}, {pl::P("i")});
   const pl::Array out = f(pl::Array::zeros({2}, pl::f32));
@@ -85,12 +88,60 @@ TEST_SUITE("dsl") {
     CHECK(pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); }, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32),
                           testing::interpret())
               .interpreted());
-    // A value that is neither on nor off fails the call that reads it (it used to mean on); the
-    // next call, with the variable unset, works.
+    // A value that is neither on nor off fails the call that reads it (it used to mean on), at the
+    // line where the call is made; the next call, with the variable unset, works.
     setenv("TESSERA_INTERPRET", "maybe", 1);
     CHECK_THROWS_WITH_AS(make(), doctest::Contains("TESSERA_INTERPRET=maybe"), UserError);
+    int line = 0;
+    try {
+      line = __LINE__ + 1;
+      (void)pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); }, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32));
+      FAIL("expected a UserError");
+    } catch (const UserError& e) {
+      CHECK(e.loc().line == static_cast<uint32_t>(line));
+      CHECK(e.loc().str().find("compiled_test.cpp") != std::string::npos);
+    }
     unsetenv("TESSERA_INTERPRET");
     CHECK_FALSE(make().interpreted());
+  }
+
+  TEST_CASE("compiled: an invalid setting a call's compile reads points at the call's line") {
+    // TESSERA_DUMP_IR is read whenever a kernel is lowered: by the first call for a signature.
+    auto call = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); }, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32));
+    const pl::Array x = pl::Array::arange(4, pl::f32);
+    {
+      testing::ScopedEnv dump("TESSERA_DUMP_IR", "everything");
+      int line = 0;
+      try {
+        line = __LINE__ + 1;
+        call(x);
+        FAIL("expected a UserError");
+      } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find("TESSERA_DUMP_IR=everything") != std::string::npos);
+        CHECK(e.loc().line == static_cast<uint32_t>(line));
+      }
+      // The same for an mpmd_map, as it is made (TESSERA_INTERPRET) and as it is called.
+      auto copy = [](pl::Ref x, pl::Ref o) { pl::sync_copy(x, o); };
+      try {
+        line = __LINE__ + 1;
+        pl::mpmd_map({{pl::CoreMesh("c", 1), copy}}, pl::ShapeDtype({4}, pl::f32))(x);
+        FAIL("expected a UserError");
+      } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find("TESSERA_DUMP_IR=everything") != std::string::npos);
+        CHECK(e.loc().line == static_cast<uint32_t>(line));
+      }
+      dump.set(nullptr);
+      testing::ScopedEnv interpret("TESSERA_INTERPRET", "maybe");
+      try {
+        line = __LINE__ + 1;
+        (void)pl::mpmd_map({{pl::CoreMesh("c", 1), copy}}, pl::ShapeDtype({4}, pl::f32));
+        FAIL("expected a UserError");
+      } catch (const UserError& e) {
+        CHECK(std::string(e.what()).find("TESSERA_INTERPRET=maybe") != std::string::npos);
+        CHECK(e.loc().line == static_cast<uint32_t>(line));
+      }
+    }
+    CHECK(call(x).to_vector<float>() == x.to_vector<float>());
   }
 
   TEST_CASE(kBadValueCase) {
@@ -102,15 +153,20 @@ TEST_SUITE("dsl") {
       const bool collective = name == "TESSERA_CHAOS_US";
       {
         testing::ScopedEnv bad(name.c_str(), value.c_str());
+        int line = 0;
         try {
-          call_reading_environment(collective);
+          call_reading_environment(collective, &line);
           FAIL("expected a UserError");
         } catch (const UserError& e) {
           CHECK_MESSAGE(std::string(e.what()).find(fmt::format("{}={}", name, value)) != std::string::npos, e.what());
+          // At the line of the call that read it.
+          CHECK_MESSAGE(e.loc().line == static_cast<uint32_t>(line), e.what());
+          CHECK_MESSAGE(std::string(e.what()).find(fmt::format("compiled_test.cpp:{}", line)) != std::string::npos, e.what());
         }
       }
       // Once the variable is unset, the next call works.
-      call_reading_environment(collective);
+      int line = 0;
+      call_reading_environment(collective, &line);
       return;
     }
     const std::string self = fs::read_symlink("/proc/self/exe").string();
