@@ -28,7 +28,8 @@ const rt::DeviceContext& device_for(const char* api, SourceLoc loc) {
 // Every device along `axis` sends a chunk of x to every other one (itself included, by a local copy):
 // to device p it sends chunk p of dim `dim` when scattering, else all of x. Returns the chunks this
 // device received, stacked in the order of the senders' positions: [n, chunk...].
-Array exchange(const Array& x, const std::string& axis, std::optional<int64_t> dim, const char* api, SourceLoc loc) {
+Array exchange(const Array& x, const std::string& axis, std::optional<int64_t> dim, const char* api,
+               std::source_location loc) {
   const int64_t n = device_for(api, loc).mesh->axis_size(axis, loc);
   Shape chunk = x.shape();
   if (dim) chunk[*dim] /= n;
@@ -55,11 +56,13 @@ Array exchange(const Array& x, const std::string& axis, std::optional<int64_t> d
   };
   CallOptions options;
   options.name = std::string(api).substr(4);  // "pl::all_gather" -> "all_gather"
+  // The kernel is tessera's, its call the user's: what the call reports (an invalid TESSERA_CHAOS_US
+  // its launch reads) points at the collective's line.
   return pallas_call(kernel,
                      GridSpec{.in_specs = {BlockSpec(ANY)},
                               .out_specs = {BlockSpec(ANY)},
                               .scratch_shapes = {SemaphoreType::DMA, SemaphoreType::DMA, SemaphoreType::DMA}},
-                     ShapeDtype(stacked, x.dtype()), options, std::source_location::current())(x);
+                     ShapeDtype(stacked, x.dtype()), options, std::source_location::current())(ArrayArg(x, loc));
 }
 
 // How a collective names the dim it cuts in its errors: "dim 1 ... does not scatter ... make the dim".
@@ -176,7 +179,7 @@ Array ppermute(const Array& x, const std::string& axis_name, const std::vector<s
                                                  .out_specs = {BlockSpec(ANY)},
                                                  .scratch_shapes = {SemaphoreType::DMA, SemaphoreType::DMA}},
                           ShapeDtype(x.shape(), x.dtype()), options, std::source_location::current())(
-      Array::from_vector(send_to, {n}), Array::from_vector(recv_from, {n}), x);
+      {Array::from_vector(send_to, {n}), Array::from_vector(recv_from, {n}), x}, loc);  // the user's call, as exchange's
   const int64_t me = device.coords[device.mesh->axis(axis_name)];
   return recv_from[me] >= 0 ? out : Array::zeros(x.shape(), x.dtype());
 }

@@ -12,6 +12,7 @@
 #include "dsl/run_scoped.h"
 #include "dsl/trace.h"
 #include "jit/lowering/canonicalize.h"
+#include "runtime/config.h"
 #include "runtime/launch.h"
 
 namespace tessera {
@@ -57,7 +58,7 @@ struct Programs {
 
 class MpmdImpl : public CallBase {
  public:
-  explicit MpmdImpl(MpmdSpec spec) : CallBase("mpmd_map", spec.options), spec_(std::move(spec)) {
+  explicit MpmdImpl(MpmdSpec spec) : CallBase("mpmd_map", spec.options, spec.loc), spec_(std::move(spec)) {
     check_meshes();
     for (size_t p = 0; p < spec_.pairs.size(); ++p) {
       first_member_.push_back(members_);
@@ -289,9 +290,14 @@ bool mpmd_interpreted(const MpmdImpl& call) { return call.interpreted(); }
 
 std::shared_ptr<MpmdImpl> make_mpmd(MpmdSpec spec) { return std::make_shared<MpmdImpl>(std::move(spec)); }
 
-std::vector<Array> run_mpmd(MpmdImpl& call, std::span<const Array> args, SourceLoc loc) { return call.run(args, loc); }
+// As run_call: an invalid setting its compile or launch reads is reported at `loc`.
+std::vector<Array> run_mpmd(MpmdImpl& call, std::span<const Array> args, SourceLoc loc) {
+  const config::CallSite site(loc);
+  return call.run(args, loc);
+}
 
 const ir::Function& mpmd_ir(MpmdImpl& call, std::span<const Array> args, size_t pair, SourceLoc loc) {
+  const config::CallSite site(loc);
   auto progs = call.programs(args, loc);  // programs live as long as the call
   return progs->pairs.at(pair).traced;
 }

@@ -14,6 +14,7 @@
 #include "dsl/run_scoped.h"
 #include "dsl/trace.h"
 #include "jit/lowering/canonicalize.h"
+#include "runtime/config.h"
 #include "runtime/launch.h"
 #include "runtime/mesh.h"
 
@@ -138,7 +139,7 @@ bool same_signature(const std::vector<std::pair<DType, Shape>>& sig, std::span<c
 
 class CallImpl : public CallBase {
  public:
-  explicit CallImpl(CallSpec spec) : CallBase("pallas_call", spec.options), spec_(std::move(spec)) {}
+  explicit CallImpl(CallSpec spec) : CallBase("pallas_call", spec.options, spec.loc), spec_(std::move(spec)) {}
 
   std::vector<Array> run(std::span<const Array> args, SourceLoc loc);
   // The program for these arguments: traced, lowered and built on the first call with their
@@ -431,9 +432,14 @@ bool call_interpreted(const CallImpl& call) { return call.interpreted(); }
 
 std::shared_ptr<CallImpl> make_call(CallSpec spec) { return std::make_shared<CallImpl>(std::move(spec)); }
 
-std::vector<Array> run_call(CallImpl& call, std::span<const Array> args, SourceLoc loc) { return call.run(args, loc); }
+// The settings the call's compile and launch read are its own: an invalid one is reported at `loc`.
+std::vector<Array> run_call(CallImpl& call, std::span<const Array> args, SourceLoc loc) {
+  const config::CallSite site(loc);
+  return call.run(args, loc);
+}
 
 const ir::Function& call_ir(CallImpl& call, std::span<const Array> args, bool lowered, SourceLoc loc) {
+  const config::CallSite site(loc);
   auto p = call.program(args, loc);  // programs live as long as the call
   return lowered ? p->exe->lowered : p->traced;
 }

@@ -21,7 +21,8 @@ namespace {
 bool runs_interpreted(const CallOptions& options) { return options.interpret.has_value() || config::interpret(); }
 }  // namespace
 
-CallBase::CallBase(std::string_view api, CallOptions& options) {
+CallBase::CallBase(std::string_view api, CallOptions& options, SourceLoc loc) {
+  const config::CallSite site(loc);
   if (options.name.empty()) options.name = "kernel";
   name_ = options.name;
   title_ = fmt::format("{} `{}`", api, name_);

@@ -50,7 +50,9 @@ class CallBase {
   bool checks_against_interpreter() const { return checks_; }
 
  protected:
-  CallBase(std::string_view api, CallOptions& options);
+  // `loc`: where the call is made (pallas_call(...), mpmd_map(...)), where an invalid TESSERA_INTERPRET
+  // or other switch read here is reported.
+  CallBase(std::string_view api, CallOptions& options, SourceLoc loc);
   // "pallas_call `k`": opens every error message and names the call in IR dumps.
   const std::string& title() const { return title_; }
   // Throws UserError("<title>: what", given, fix, loc).

@@ -14,9 +14,24 @@
 
 namespace tessera {
 
+namespace {
+
+// The element count of a new array's shape; a shape no array can have (jit/ir/type.h: shape_error)
+// is an error here, at the caller's line, before num_elements could wrap.
+int64_t checked_size(const Shape& shape, DType dtype, SourceLoc loc) {
+  if (std::string why = shape_error(shape, dtype_size(dtype)); !why.empty())
+    throw UserError(fmt::format("pl::Array: no array can have shape {}", shape_tuple_str(shape)),
+                    fmt::format("a {} {} array: {}", shape_tuple_str(shape), dtype_name(dtype), why),
+                    "give every dim as a size >= 0, small enough that the array's bytes fit in memory", loc);
+  return num_elements(shape);
+}
+
+}  // namespace
+
 namespace detail {
 
-[[noreturn]] void array_size_mismatch(size_t given, const Shape& shape, SourceLoc loc) {
+[[noreturn]] void array_size_mismatch(size_t given, const Shape& shape, DType dtype, SourceLoc loc) {
+  checked_size(shape, dtype, loc);  // a shape no array can have says so first: its count means nothing
   throw UserError("Array::from_vector: the number of elements does not match the shape",
                   fmt::format("{} elements for shape {} ({} elements)", given, shape_tuple_str(shape), num_elements(shape)),
                   "pass exactly one element per position of the shape, in row-major order", loc);
@@ -150,58 +165,45 @@ std::shared_ptr<std::byte[]> Array::allocate(int64_t nbytes, bool zero) {
   return out;
 }
 
-namespace {
-
-// The element count of a new array's shape; a shape no array can have (jit/ir/type.h: shape_error)
-// is an error here, before num_elements could wrap.
-int64_t checked_size(const Shape& shape, DType dtype) {
-  if (std::string why = shape_error(shape, dtype_size(dtype)); !why.empty())
-    throw UserError(fmt::format("pl::Array: no array can have shape {}", shape_tuple_str(shape)),
-                    fmt::format("a {} {} array: {}", shape_tuple_str(shape), dtype_name(dtype), why),
-                    "give every dim as a size >= 0, small enough that the array's bytes fit in memory", {});
-  return num_elements(shape);
-}
-
-}  // namespace
-
-std::shared_ptr<std::byte[]> Array::storage(const Shape& shape, DType dtype, int64_t nbytes, bool zero) {
+std::shared_ptr<std::byte[]> Array::storage(const Shape& shape, DType dtype, int64_t nbytes, bool zero, SourceLoc loc) {
   try {
     return allocate(nbytes, zero);
   } catch (const std::bad_alloc&) {
     // Not a bare std::bad_alloc: say which array and how much.
     throw UserError(fmt::format("out of memory: cannot allocate a {} {} array", shape_tuple_str(shape), dtype_name(dtype)),
                     fmt::format("{} bytes ({:.2f} GiB)", nbytes, static_cast<double>(nbytes) / (1 << 30)),
-                    "use smaller arrays (or blocks over a grid), or drop arrays that are no longer needed", {});
+                    "use smaller arrays (or blocks over a grid), or drop arrays that are no longer needed", loc);
   }
 }
 
 Array::Array() = default;
 
-Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), size_(checked_size(shape_, dtype)) {
-  if (nbytes() > static_cast<int64_t>(sizeof(inline_))) storage_ = storage(shape_, dtype_, nbytes(), true);
+Array::Array(DType dtype, Shape shape, std::source_location loc)
+    : dtype_(dtype), shape_(std::move(shape)), size_(checked_size(shape_, dtype, loc)) {
+  if (nbytes() > static_cast<int64_t>(sizeof(inline_))) storage_ = storage(shape_, dtype_, nbytes(), true, loc);
 }
 
-Array Array::empty(Shape shape, DType dtype) {
+Array Array::empty(Shape shape, DType dtype, std::source_location loc) {
   Array a;
   a.dtype_ = dtype;
   a.shape_ = std::move(shape);
-  a.size_ = checked_size(a.shape_, dtype);
-  if (a.nbytes() > static_cast<int64_t>(sizeof(a.inline_))) a.storage_ = storage(a.shape_, dtype, a.nbytes(), false);
+  a.size_ = checked_size(a.shape_, dtype, loc);
+  if (a.nbytes() > static_cast<int64_t>(sizeof(a.inline_))) a.storage_ = storage(a.shape_, dtype, a.nbytes(), false, loc);
   return a;
 }
 
 std::byte* Array::mutable_data() {
   if (!storage_) return inline_;
   if (storage_.use_count() > 1) {
-    auto fresh = storage(shape_, dtype_, nbytes(), false);
+    auto fresh = storage(shape_, dtype_, nbytes(), false, {});  // a copy on write: no call of the user's to name
     std::memcpy(fresh.get(), storage_.get(), static_cast<size_t>(nbytes()));
     storage_ = std::move(fresh);
   }
   return storage_.get();
 }
 
-Array Array::full(Shape shape, double value, DType dtype) {
-  Array a(dtype, std::move(shape));
+Array Array::full(Shape shape, double value, DType dtype, std::source_location loc) {
+  Array a(dtype, std::move(shape), loc);
   dispatch_dtype(dtype, [&]<class T>() {
     T v = from_double<T>(value);
     T* p = a.mutable_data_as<T>();
@@ -210,8 +212,11 @@ Array Array::full(Shape shape, double value, DType dtype) {
   return a;
 }
 
-Array Array::arange(int64_t n, DType dtype) {
-  Array a(dtype, {n});
+Array Array::arange(int64_t n, DType dtype, std::source_location loc) {
+  if (n < 0)
+    throw UserError("Array::arange: the count is negative", fmt::format("n = {}", n),
+                    "pass n >= 0: arange(n) is 0, 1, ..., n - 1 (empty for 0)", loc);
+  Array a(dtype, {n}, loc);
   dispatch_dtype(dtype, [&]<class T>() {
     T* p = a.mutable_data_as<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = from_double<T>(static_cast<double>(i));
@@ -228,8 +233,8 @@ static uint64_t mix(uint64_t seed, uint64_t counter) {
 }
 static double unit(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }  // [0, 1)
 
-Array Array::random_uniform(Shape shape, DType dtype, uint64_t seed, double lo, double hi) {
-  Array a(dtype, std::move(shape));
+Array Array::random_uniform(Shape shape, DType dtype, uint64_t seed, double lo, double hi, std::source_location loc) {
+  Array a(dtype, std::move(shape), loc);
   dispatch_dtype(dtype, [&]<class T>() {
     T* p = a.mutable_data_as<T>();
     for (int64_t i = 0; i < a.size(); ++i)
@@ -238,8 +243,8 @@ Array Array::random_uniform(Shape shape, DType dtype, uint64_t seed, double lo, 
   return a;
 }
 
-Array Array::random_normal(Shape shape, DType dtype, uint64_t seed) {
-  Array a(dtype, std::move(shape));
+Array Array::random_normal(Shape shape, DType dtype, uint64_t seed, std::source_location loc) {
+  Array a(dtype, std::move(shape), loc);
   dispatch_dtype(dtype, [&]<class T>() {
     T* p = a.mutable_data_as<T>();
     for (int64_t i = 0; i < a.size(); ++i) {
@@ -252,13 +257,25 @@ Array Array::random_normal(Shape shape, DType dtype, uint64_t seed) {
   return a;
 }
 
-double Array::item() const {
+namespace {
+void check_one_element(const Array& a, const char* api, SourceLoc loc) {
+  if (a.size() != 1)
+    throw UserError(fmt::format("Array::{}: the array does not hold exactly one element", api),
+                    fmt::format("a {} {} array of {} elements", shape_tuple_str(a.shape()), dtype_name(a.dtype()), a.size()),
+                    "call it on a scalar or a one-element array; read other elements with at({...}) or to_vector<T>()",
+                    loc);
+}
+}  // namespace
+
+double Array::item(std::source_location loc) const {
+  check_one_element(*this, "item", loc);
   double v = 0;
   dispatch_dtype(dtype_, [&]<class T>() { v = to_double(data_as<T>()[0]); });
   return v;
 }
 
-int64_t Array::item_int() const {
+int64_t Array::item_int(std::source_location loc) const {
+  check_one_element(*this, "item_int", loc);
   int64_t v = 0;
   dispatch_dtype(dtype_, [&]<class T>() {
     if constexpr (is_float_storage_v<T>) v = from_double<int64_t>(to_double(data_as<T>()[0]));
@@ -267,9 +284,9 @@ int64_t Array::item_int() const {
   return v;
 }
 
-Array Array::astype(DType dtype) const {
+Array Array::astype(DType dtype, std::source_location loc) const {
   if (dtype == dtype_) return *this;
-  Array out(dtype, shape_);
+  Array out(dtype, shape_, loc);
   detail::convert_elements(dtype_, data(), dtype, out.mutable_data(), size_);
   return out;
 }
@@ -296,7 +313,16 @@ std::array<int64_t, 2> Array::shape2(std::source_location loc) const {
   return {shape_[0], shape_[1]};
 }
 
-std::string Array::element_string(int64_t i) const {
+std::string Array::element_string(int64_t i, std::source_location loc) const {
+  if (i < 0 || i >= size_)
+    throw UserError("Array::element_string: index out of range",
+                    fmt::format("flat index {} of a {} array of {} elements", i, shape_tuple_str(shape_), size_),
+                    size_ == 0 ? std::string("the array has no elements") : fmt::format("use an index in [0, {})", size_),
+                    loc);
+  return element_text(i);
+}
+
+std::string Array::element_text(int64_t i) const {
   std::string s;
   dispatch_dtype(dtype_, [&]<class T>() {
     T v = data_as<T>()[i];
@@ -310,7 +336,7 @@ std::string Array::element_string(int64_t i) const {
 
 std::string Array::to_string(int64_t edge) const {
   std::string out = fmt::format("{}[{}] ", dtype_name(dtype_), fmt::join(shape_, ","));
-  if (shape_.empty()) return out + element_string(0);
+  if (shape_.empty()) return out + element_text(0);
   // Recursive numpy-style printing with summarisation of long dims.
   std::vector<int64_t> strides(shape_.size(), 1);
   for (int64_t d = rank() - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape_[d + 1];
@@ -323,7 +349,7 @@ std::string Array::to_string(int64_t edge) const {
         i = n - edge - 1;
         continue;
       }
-      s += dim + 1 == shape_.size() ? element_string(base + i) : self(self, dim + 1, base + i * strides[dim]);
+      s += dim + 1 == shape_.size() ? element_text(base + i) : self(self, dim + 1, base + i * strides[dim]);
       if (i + 1 < n) s += ", ";
     }
     return s + "]";

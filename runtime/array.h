@@ -1,5 +1,9 @@
 // pl::Array: a host array with a static shape and a dtype — what pallas_call takes and returns.
 //
+// The functions that check what they are given (a shape no array can have, a wrong element count, an
+// index out of range, an allocation the machine refuses) take the caller's line as a defaulted
+// std::source_location, as the DSL functions do, and their UserErrors point at it.
+//
 // Arrays have value semantics and share their storage when copied; the storage is never changed
 // while shared (mutable_data() copies first). Small arrays (<= 8 bytes, e.g. scalars) live inline,
 // which keeps the interpreter's scalar arithmetic allocation-free. Runtime layer; users see it as
@@ -48,17 +52,21 @@ class Array {
   // An f32 scalar holding 0.
   Array();
   // An array of this dtype and shape whose elements are all zero.
-  Array(DType dtype, Shape shape);
+  Array(DType dtype, Shape shape, std::source_location loc = std::source_location::current());
 
-  static Array zeros(Shape shape, DType dtype) { return Array(dtype, std::move(shape)); }
+  static Array zeros(Shape shape, DType dtype, std::source_location loc = std::source_location::current()) {
+    return Array(dtype, std::move(shape), loc);
+  }
   // An array whose elements are whatever the memory held (jnp.empty): for buffers about to be filled.
-  static Array empty(Shape shape, DType dtype);
-  static Array full(Shape shape, double value, DType dtype);
-  // 0, 1, ..., n-1.
-  static Array arange(int64_t n, DType dtype = DType::i32);
+  static Array empty(Shape shape, DType dtype, std::source_location loc = std::source_location::current());
+  static Array full(Shape shape, double value, DType dtype, std::source_location loc = std::source_location::current());
+  // 0, 1, ..., n-1 (n >= 0).
+  static Array arange(int64_t n, DType dtype = DType::i32, std::source_location loc = std::source_location::current());
   // Seeded pseudo-random values: element i depends only on (seed, i), on every machine.
-  static Array random_normal(Shape shape, DType dtype, uint64_t seed);
-  static Array random_uniform(Shape shape, DType dtype, uint64_t seed, double lo = 0.0, double hi = 1.0);
+  static Array random_normal(Shape shape, DType dtype, uint64_t seed,
+                             std::source_location loc = std::source_location::current());
+  static Array random_uniform(Shape shape, DType dtype, uint64_t seed, double lo = 0.0, double hi = 1.0,
+                              std::source_location loc = std::source_location::current());
   // Elements in row-major order; the dtype follows T (float -> f32, int32_t -> i32, bfloat16 -> bf16, ...).
   template <class T>
   static Array from_vector(const std::vector<T>& data, Shape shape,
@@ -67,6 +75,7 @@ class Array {
   template <class T>
   static Array from_vector(const std::vector<T>& data, Shape shape, DType dtype,
                            std::source_location loc = std::source_location::current());
+  // (A scalar always exists and lives inline: nothing to report.)
   static Array scalar(double value, DType dtype) { return full({}, value, dtype); }
 
   // The elements converted to T, in row-major order.
@@ -74,11 +83,11 @@ class Array {
   // Element at `index` (one entry per dim), converted to T.
   template <class T = double>
   T at(const std::vector<int64_t>& index, std::source_location loc = std::source_location::current()) const;
-  // The only element of a scalar or one-element array, as a double / int64.
-  double item() const;
-  int64_t item_int() const;
+  // The only element of a scalar or one-element array, as a double / int64 (an error for any other size).
+  double item(std::source_location loc = std::source_location::current()) const;
+  int64_t item_int(std::source_location loc = std::source_location::current()) const;
 
-  Array astype(DType dtype) const;
+  Array astype(DType dtype, std::source_location loc = std::source_location::current()) const;
   // Same elements, new shape (shares storage).
   Array reshape(Shape shape, std::source_location loc = std::source_location::current()) const;
 
@@ -100,13 +109,15 @@ class Array {
 
   // numpy-like text, long dims summarised with "...": "f32[2,3] [[1, 2, 3], [4, 5, 6]]".
   std::string to_string(int64_t edge_items = 3) const;
-  // One element as text ("1.5", "7", "True").
-  std::string element_string(int64_t flat_index) const;
+  // One element as text ("1.5", "7", "True"); flat_index in [0, size()).
+  std::string element_string(int64_t flat_index, std::source_location loc = std::source_location::current()) const;
 
  private:
   static std::shared_ptr<std::byte[]> allocate(int64_t nbytes, bool zero);
-  // allocate, where running out of memory is a UserError naming the array and its bytes.
-  static std::shared_ptr<std::byte[]> storage(const Shape& shape, DType dtype, int64_t nbytes, bool zero);
+  // allocate, where running out of memory is a UserError naming the array and its bytes, at `loc`.
+  static std::shared_ptr<std::byte[]> storage(const Shape& shape, DType dtype, int64_t nbytes, bool zero, SourceLoc loc);
+  // The element's text, unchecked.
+  std::string element_text(int64_t flat_index) const;
 
   DType dtype_ = DType::f32;
   Shape shape_;
@@ -132,7 +143,8 @@ double max_abs_diff(const Array& a, const Array& b);
 // ---- template definitions ----
 
 namespace detail {
-[[noreturn]] void array_size_mismatch(size_t given, const Shape& shape, SourceLoc loc);
+// The error of from_vector when `given` elements do not fill `shape` (or no array has that shape).
+[[noreturn]] void array_size_mismatch(size_t given, const Shape& shape, DType dtype, SourceLoc loc);
 void convert_elements(DType from, const std::byte* src, DType to, std::byte* dst, int64_t n);
 }  // namespace detail
 
@@ -147,8 +159,8 @@ template <class T>
 Array Array::from_vector(const std::vector<T>& data, Shape shape, DType dtype, std::source_location loc) {
   static_assert(detail::is_element_v<T>,
                 "Array::from_vector<T>: T must be bool, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, bfloat16, float16, float or double");
-  if (static_cast<int64_t>(data.size()) != num_elements(shape)) detail::array_size_mismatch(data.size(), shape, loc);
-  Array a(dtype, std::move(shape));
+  if (static_cast<int64_t>(data.size()) != num_elements(shape)) detail::array_size_mismatch(data.size(), shape, dtype, loc);
+  Array a(dtype, std::move(shape), loc);
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> bytes(data.begin(), data.end());
     detail::convert_elements(DType::i1, reinterpret_cast<const std::byte*>(bytes.data()), dtype, a.mutable_data(), a.size());

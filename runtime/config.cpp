@@ -92,12 +92,14 @@ std::string code_list(std::span<const std::string_view> words) {
   return s;
 }
 
+thread_local SourceLoc t_call_site;
+
 [[noreturn]] void invalid(const Variable& v, std::string_view given, std::string_view why = {}) {
   std::string fix = fmt::format("set {} to {}, or unset it", v.name, accepted_values(v));
   if (!v.default_value.empty()) fix += fmt::format(" (default {})", v.default_value);
   throw UserError(fmt::format("the environment variable {} has a value tessera does not accept{}{}", v.name,
                               why.empty() ? "" : ": ", why),
-                  fmt::format("{}={}", v.name, given), std::move(fix), SourceLoc{});
+                  fmt::format("{}={}", v.name, given), std::move(fix), call_site());
 }
 
 std::optional<std::string_view> match(std::span<const std::string_view> words, std::string_view s) {
@@ -194,6 +196,10 @@ auto with_value(Var var, Kind kind, F f) {
 }
 
 }  // namespace
+
+CallSite::CallSite(SourceLoc loc) : previous_(t_call_site) { t_call_site = loc; }
+CallSite::~CallSite() { t_call_site = previous_; }
+SourceLoc call_site() { return t_call_site; }
 
 std::span<const Variable> variables() { return table; }
 const Variable& variable(Var v) { return table[static_cast<size_t>(v)]; }

@@ -13,9 +13,9 @@
 //
 // Invalid values: an accessor that finds a value it does not accept throws tessera::UserError naming
 // the variable, the value given and the values accepted. The error comes from the call that read the
-// variable (a pallas_call, a launch, a compile), as an exception: never at start-up, never an abort.
-// Nothing invalid is kept: every read throws again until the variable is fixed or unset, and the
-// next call after that works.
+// variable (a pallas_call, a launch, a compile), as an exception: never at start-up, never an abort,
+// and points at the line of the user's call that read it (CallSite below). Nothing invalid is kept:
+// every read throws again until the variable is fixed or unset, and the next call after that works.
 //
 // Thread safety: accessors may be called from any thread at once. Changing the environment while
 // another thread reads it is unsafe in POSIX itself: change variables between calls.
@@ -33,6 +33,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "jit/ir/diagnostics.h"
 
 namespace tessera::config {
 
@@ -94,6 +96,27 @@ std::optional<int64_t> integer(Var v);   // integer: the default when unset; nul
 std::string_view choice(Var v);          // choice: the table's spelling of the value (static storage)
 bool listed(Var v, std::string_view item);  // list: whether the value names `item` (or "all")
 std::string text(Var v);                 // text: the value; the default when unset or empty
+
+// ---- where an invalid value is reported --------------------------------------------------------------
+// The user's call being made on this thread, while it is alive: the front end opens one for a
+// pallas_call or mpmd_map as it is made (TESSERA_INTERPRET and the other switches of a call are read
+// then, at its line) and as it is called (its compile reads the dump, log and cache settings, its
+// launch TESSERA_NUM_THREADS, TESSERA_DMA and TESSERA_CHAOS_US; a call inside pl::shard_map runs on
+// its device's thread and opens its own). An invalid value read meanwhile is that call's error, at
+// its line, as a bad argument of the call would be; the innermost call wins. Reads outside any call
+// (pl::set_num_threads) have no line.
+class CallSite {
+ public:
+  explicit CallSite(SourceLoc loc);
+  ~CallSite();
+  CallSite(const CallSite&) = delete;
+  CallSite& operator=(const CallSite&) = delete;
+
+ private:
+  SourceLoc previous_;
+};
+// The line of the innermost CallSite alive on this thread; unknown when there is none.
+SourceLoc call_site();
 
 // ---- typed accessors --------------------------------------------------------------------------------
 // TESSERA_DUMP_IR: "0" (nothing), "1" (as traced), "all", or a lowering pass's name.

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "jit/ir/diagnostics.h"
 #include "runtime/config.h"
 #include "runtime/thread_pool.h"
@@ -196,6 +198,38 @@ TEST_SUITE("runtime") {
     check_rejected("TESSERA_LOG", "cache,", accepted, [] { return config::log_enabled("cache"); });
     ScopedEnv log("TESSERA_LOG", "cache,bogus");
     CHECK(user_error([] { return config::log_enabled("cache"); }).find("`bogus`") != std::string::npos);
+  }
+
+  TEST_CASE("config: an invalid value read during a call points at the call's line, the innermost call's") {
+    auto loc_of = [] {
+      try {
+        config::dma();
+      } catch (const UserError& e) {
+        return e.loc();
+      }
+      FAIL("no UserError");
+      return SourceLoc{};
+    };
+    ScopedEnv dma("TESSERA_DMA", "fast");
+    CHECK_FALSE(loc_of().known());  // read outside any call: no line
+    CHECK_FALSE(config::call_site().known());
+    const SourceLoc outer = std::source_location::current();
+    {
+      const config::CallSite site(outer);
+      CHECK(loc_of() == outer);
+      const SourceLoc inner = std::source_location::current();
+      {
+        const config::CallSite nested(inner);
+        CHECK(loc_of() == inner);
+        CHECK(user_error([] { config::dma(); }).find(fmt::format("config_test.cpp:{}", inner.line)) != std::string::npos);
+      }
+      CHECK(loc_of() == outer);
+      // The call site is the thread's: another thread reading meanwhile has none.
+      SourceLoc elsewhere = outer;
+      std::thread([&] { elsewhere = loc_of(); }).join();
+      CHECK_FALSE(elsewhere.known());
+    }
+    CHECK_FALSE(loc_of().known());
   }
 
   TEST_CASE("config: a read fixed after an error works, and reads from many threads agree") {
