@@ -210,8 +210,11 @@ class Emitter {
   std::vector<MatrixOperand> matrices(ValueId v, const std::vector<int64_t>& batch, int64_t row, int64_t col);
   // `layout` names what `pack` makes of the block (its form and the dtypes it depends on): dots that
   // pack blocks of the same parameter alike share one cache.
+  // With `spread` (the runs of x's block, jit/llvm/gemm.h), a packing starts the cache's prefetch
+  // queue over the block `next` bytes on and its slot, and *spread is set to that queue.
   llvm::Value* cached_pack(ValueId v, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t bytes,
-                           const std::string& layout, const std::function<void(llvm::Value*)>& pack);
+                           const std::string& layout, const std::function<void(llvm::Value*)>& pack,
+                           SpreadPrefetch* spread = nullptr, int64_t next = 0);
   // Computes a deferred dot_general: into `into` (an f32 2-D ref), or into a temporary that the
   // tensor then holds.
   void compute_dot(ValueId v, const RefCg* into);
@@ -280,6 +283,7 @@ class Emitter {
     llvm::Value* keys;
     llvm::Value* buffers;
     int64_t slots;
+    llvm::Value* prefetch = nullptr;  // its SpreadPrefetch queue, made on first use
   };
   std::map<std::tuple<ValueId, std::string, int64_t, int64_t, int64_t, int64_t, int64_t>, PackCache> pack_caches_;
 };

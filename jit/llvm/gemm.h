@@ -26,6 +26,8 @@
 // jit/ internal: LLVM types are only forward-declared here.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 
 #include "jit/ir/dtype.h"
@@ -34,6 +36,8 @@
 namespace llvm {
 class IRBuilderBase;
 class Value;
+class StructType;
+class LLVMContext;
 }  // namespace llvm
 
 namespace tessera::jit {
@@ -80,16 +84,36 @@ int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n
 // copy, or on AMX a copy with k padded to whole tile k steps.
 int64_t gemm_packed_a_bytes(const CpuTarget& target, DType a, DType b, int64_t m, int64_t k);
 
+// The lines of one block the f32 micro-tiles ask the memory system for while they run, 2 to 8 a
+// trip of their k loops (eight k steps), whichever dots of the kernel run next, rather than in one burst
+// that would stall the core on its fill buffers: the next block of B as its packing will read it
+// (`runs` runs of `run_bytes` bytes, `stride_bytes` apart, into L2) and the packed slot it will be
+// written to (`packed_bytes`, for writing, so that the pack's stores find their lines owned rather
+// than each waiting for memory). `state` is the queue, in memory for the whole kernel run:
+// {ptr source, ptr packed, i64 next line}; a dot that packs a block sets it
+// (emit_spread_prefetch_start), and the queue is empty once the next line reaches the end.
+struct SpreadPrefetch {
+  llvm::Value* state;
+  int64_t runs, run_bytes, stride_bytes, packed_bytes;
+  int64_t lines() const { return std::max(runs * ((run_bytes + 63) / 64), packed_bytes / 64); }
+};
+// The LLVM type of SpreadPrefetch::state.
+llvm::StructType* spread_prefetch_state_type(llvm::LLVMContext& context);
+// Starts the queue over the block at `source` and its slot at `packed`.
+void emit_spread_prefetch_start(llvm::IRBuilderBase& b, const SpreadPrefetch& p, llvm::Value* source,
+                                llvm::Value* packed);
+
 // C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes, any
 // strides), C an f32 matrix with leading dim ldc. B is packed into panels of gemm_tile(target).panel()
 // f32 columns (`packed`: gemm_packed_b_bytes), the last one zero-padded; an f32 A is read in place,
 // another one converted once into a dense f32 copy (`packed_a`: gemm_packed_a_bytes).
 // On the bf16-pair path (gemm_bf16_pairs) B is packed in k pairs and A read in place, or, when its
 // k pairs are not adjacent (cs != 1), first copied to a dense bf16 matrix in `packed_a`.
-// With `b_packed`, `packed` holds B packed already (emit_pack_b) and B itself is not read.
+// With `b_packed`, `packed` holds B packed already (emit_pack_b) and B itself is not read. With
+// `prefetch`, the f32 micro-tiles issue its prefetches (the bf16-pair tiles do not).
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                   llvm::Value* packed_a, bool b_packed = false);
+                   llvm::Value* packed_a, bool b_packed = false, const SpreadPrefetch* prefetch = nullptr);
 
 // C (+)= A . B for i8 A (m x k) and B (k x n) into an i32 C (leading dim ldc) on vpdpbusd, for
 // gemm_int8_quads targets: the 8 x 32 tile of i32 accumulators, B packed in k quads (`packed`:

@@ -285,6 +285,32 @@ TEST_SUITE("jit") {
     }
   }
 
+  // The f32 and bf16-pair tiles run eight k steps a trip of their k loops (jit/llvm/gemm.cpp,
+  // emit_k_loop): the seed's 128-deep k is unrolled, so one loop body holds eight steps' FMAs. The
+  // f32 tiles on a packed block of a kernel parameter also carry the spread prefetch queue
+  // (SpreadPrefetch, jit/llvm/gemm.h): the next block of B into L2 (prefetcht1) and its packed slot
+  // for writing (prefetchw, where the target has it), issued from inside the tiles' k loops rather
+  // than in a loop of their own after the pack.
+  TEST_CASE("target: the tiles run eight k steps a trip, and the f32 tile spreads the next block's prefetches") {
+    for (std::string_view name : jit::target_names()) {
+      const jit::CpuTarget& t = jit::cpu_target(name);
+      INFO("target " << t.str());
+      const Code f32 = code("matmul_f32", name), bf16 = code("matmul_bf16", name);
+      const int tile_fmas = t.avx512 ? 16 : 12;
+      CHECK(f32.count("vfmadd231ps", t.avx512 ? "zmm" : "ymm") >= 8 * tile_fmas);
+      if (t.avx512_bf16 && !t.amx_bf16) CHECK(bf16.count("vdpbf16ps", "zmm") >= 8 * 16);
+      // Two lines a trip here (1024 lines over 1024 trips): the block's, and its slot's, which
+      // lowers to prefetchw where the target has it and to a second prefetcht1 elsewhere.
+      if (t.features.find("+prfchw") != std::string::npos) {
+        CHECK(f32.count("prefetchw") >= 2);
+        CHECK(f32.count("prefetcht1") >= 2);
+      } else {
+        CHECK(f32.count("prefetchw") == 0);
+        CHECK(f32.count("prefetcht1") >= 4);
+      }
+    }
+  }
+
   // Every target this CPU runs, against the interpreter (the exact reference), on shapes that leave
   // row tails (m % 8, m % 6), column tails (n % 32, n % 16, masked) and odd k, storing the dot into
   // the ref and accumulating into it (dot_accumulate in place). The compiled dot sums with FMAs in
