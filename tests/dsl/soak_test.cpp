@@ -215,8 +215,9 @@ TEST_SUITE("dsl") {
     CHECK(after - before <= kSlack);
   }
 
-  TEST_CASE("soak: a compiled pallas_call, with a failing call every 10 launches") {
-    auto call = gather_call({});
+  // The gather pallas_call made with `options`, soaked with a failing call every 10 launches.
+  void soak_gather_call(const pl::CallOptions& options) {
+    auto call = gather_call(options);
     const pl::Array x = pl::Array::arange(kN, pl::f32), good = table(false), bad = table(true);
     const std::vector<float> want = gathered(x);
     const int launches = 10'000 / kScale;
@@ -226,15 +227,10 @@ TEST_SUITE("dsl") {
     check(s, launches, kN * 4);
   }
 
+  TEST_CASE("soak: a compiled pallas_call, with a failing call every 10 launches") { soak_gather_call({}); }
+
   TEST_CASE("soak: an interpreted pallas_call, with a failing call every 10 launches") {
-    auto call = gather_call(testing::interpret());
-    const pl::Array x = pl::Array::arange(kN, pl::f32), good = table(false), bad = table(true);
-    const std::vector<float> want = gathered(x);
-    const int launches = 10'000 / kScale;
-    const Soak s = soak(
-        launches, 50, [&] { return call(good, x).to_vector<float>() == want; }, [&] { call(bad, x); },
-        "block of input 0 out of bounds");
-    check(s, launches, kN * 4);
+    soak_gather_call(testing::interpret());
   }
 
   TEST_CASE("soak: a shard_map with a host collective, with a call failing on one device every 10 launches") {
