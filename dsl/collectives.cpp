@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+#include <map>
+#include <mutex>
 #include <numeric>
 
 #include "dsl/async_copy.h"
@@ -10,6 +13,7 @@
 #include "dsl/host_ops.h"
 #include "dsl/pallas_call.h"
 #include "runtime/block_ops.h"
+#include "runtime/config.h"
 #include "runtime/mesh.h"
 
 namespace tessera {
@@ -25,6 +29,23 @@ const rt::DeviceContext& device_for(const char* api, SourceLoc loc) {
   return *d;
 }
 
+// The call object of a collective's kernel, made by `make` once per `key` (the collective, its axis
+// and cut, the operand's shape and dtype, TESSERA_INTERPRET) and kept: a call object keeps the programs
+// it traced, per mesh, with their compiled kernels, so a collective called again, in a loop or on
+// every device, neither traces nor loads its kernel again. (A fresh call object every time traced the
+// kernel on each device and, the kernel's last user gone, loaded it from the disk cache: about 4 ms
+// a psum on 2 devices.)
+template <class Call>
+Call collective_call(const std::string& key, const std::function<Call()>& make) {
+  static auto* calls = new std::map<std::string, Call>();  // lives as long as the process's kernels
+  static std::mutex mutex;
+  const std::string full_key = key + (config::interpret() ? " interpret" : "");
+  std::lock_guard lock(mutex);
+  auto it = calls->find(full_key);
+  if (it == calls->end()) it = calls->emplace(full_key, make()).first;
+  return it->second;
+}
+
 // Every device along `axis` sends a chunk of x to every other one (itself included, by a local copy):
 // to device p it sends chunk p of dim `dim` when scattering, else all of x. Returns the chunks this
 // device received, stacked in the order of the senders' positions: [n, chunk...].
@@ -35,13 +56,15 @@ Array exchange(const Array& x, const std::string& axis, std::optional<int64_t> d
   if (dim) chunk[*dim] /= n;
   Shape stacked{n};
   stacked.insert(stacked.end(), chunk.begin(), chunk.end());
+  // The kernel is kept for later calls (collective_call): it holds nothing of this call's but values
+  // of its key.
   auto kernel = [=](Ref in, Ref out, Ref local, Ref send, Ref recv) {
     Value me = axis_index(axis);
     auto part = [&](const Value& p) {
       if (!dim) return in;
       std::vector<Indexer> window(in.shape().size(), Indexer(all));
       window[*dim] = ds(p * static_cast<int32_t>(chunk[*dim]), chunk[*dim]);
-      return in.view(window, loc);
+      return in.view(window, std::source_location::current());  // x's shape was checked: never fails
     };
     async_copy(part(me), out.at(me), local).wait();
     auto to = [&](const Value& p) {
@@ -54,15 +77,20 @@ Array exchange(const Array& x, const std::string& axis, std::optional<int64_t> d
       copy.wait_recv();
     });
   };
-  CallOptions options;
-  options.name = std::string(api).substr(4);  // "pl::all_gather" -> "all_gather"
+  const std::string key = fmt::format("{} {} {} {} {} {}", api, axis, n, dim ? *dim : -1, shape_tuple_str(x.shape()),
+                                      dtype_name(x.dtype()));
+  PallasCall<Array> call = collective_call<PallasCall<Array>>(key, [&] {
+    CallOptions options;
+    options.name = std::string(api).substr(4);  // "pl::all_gather" -> "all_gather"
+    return pallas_call(kernel,
+                       GridSpec{.in_specs = {BlockSpec(ANY)},
+                                .out_specs = {BlockSpec(ANY)},
+                                .scratch_shapes = {SemaphoreType::DMA, SemaphoreType::DMA, SemaphoreType::DMA}},
+                       ShapeDtype(stacked, x.dtype()), options, std::source_location::current());
+  });
   // The kernel is tessera's, its call the user's: what the call reports (an invalid TESSERA_CHAOS_US
   // its launch reads) points at the collective's line.
-  return pallas_call(kernel,
-                     GridSpec{.in_specs = {BlockSpec(ANY)},
-                              .out_specs = {BlockSpec(ANY)},
-                              .scratch_shapes = {SemaphoreType::DMA, SemaphoreType::DMA, SemaphoreType::DMA}},
-                     ShapeDtype(stacked, x.dtype()), options, std::source_location::current())(ArrayArg(x, loc));
+  return call(ArrayArg(x, loc));
 }
 
 // How a collective names the dim it cuts in its errors: "dim 1 ... does not scatter ... make the dim".
@@ -171,15 +199,21 @@ Array ppermute(const Array& x, const std::string& axis_name, const std::vector<s
     });
     when(from[me] >= 0, [&] { copy(me).wait_recv(); });
   };
-  CallOptions options;
-  options.name = "ppermute";
-  Array out = pallas_call(kernel,
-                          PrefetchScalarGridSpec{.num_scalar_prefetch = 2,
-                                                 .in_specs = {BlockSpec(ANY)},
-                                                 .out_specs = {BlockSpec(ANY)},
-                                                 .scratch_shapes = {SemaphoreType::DMA, SemaphoreType::DMA}},
-                          ShapeDtype(x.shape(), x.dtype()), options, std::source_location::current())(
-      {Array::from_vector(send_to, {n}), Array::from_vector(recv_from, {n}), x}, loc);  // the user's call, as exchange's
+  // The pairs are the kernel's operands, not part of it: one call object serves every permutation.
+  const std::string key = fmt::format("pl::ppermute {} {} {} {}", axis_name, n, shape_tuple_str(x.shape()),
+                                      dtype_name(x.dtype()));
+  PallasCall<Array> call = collective_call<PallasCall<Array>>(key, [&] {
+    CallOptions options;
+    options.name = "ppermute";
+    return pallas_call(kernel,
+                       PrefetchScalarGridSpec{.num_scalar_prefetch = 2,
+                                              .in_specs = {BlockSpec(ANY)},
+                                              .out_specs = {BlockSpec(ANY)},
+                                              .scratch_shapes = {SemaphoreType::DMA, SemaphoreType::DMA}},
+                       ShapeDtype(x.shape(), x.dtype()), options, std::source_location::current());
+  });
+  Array out = call({Array::from_vector(send_to, {n}), Array::from_vector(recv_from, {n}), x},
+                   loc);  // the user's call, as exchange's
   const int64_t me = device.coords[device.mesh->axis(axis_name)];
   return recv_from[me] >= 0 ? out : Array::zeros(x.shape(), x.dtype());
 }

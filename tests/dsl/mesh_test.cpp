@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include "examples/seed_distributed.h"
+#include "tests/support/capture.h"
 #include "tests/support/kernels.h"
+#include "tests/support/scoped_env.h"
 
 using namespace tessera;
 namespace pl = tessera;
@@ -386,6 +388,35 @@ TEST_SUITE("dsl") {
                              {pl::P("i")});
     CHECK_THROWS_WITH_AS(bad(pl::Array::zeros({2}, pl::f32)), Contains("pl::ppermute: the permutation is not one along axis"),
                          UserError);
+  }
+
+  // A host collective keeps its kernel's call object (dsl/collectives.cpp, collective_call): called again,
+  // on the same shapes and mesh, it neither compiles nor loads its kernel, so TESSERA_LOG=cache says
+  // nothing; before, every call traced the kernel again and loaded it from the disk cache on every device.
+  TEST_CASE("host collectives: called again, a collective reuses its compiled kernel") {
+    const testing::ScopedEnv log("TESSERA_LOG", "cache");
+    pl::Mesh mesh({2}, {"i"});
+    const pl::Array a = iota({4, 3});
+    auto sum = pl::shard_map([](const pl::Array& b) { return pl::psum(b, "i"); }, mesh, {pl::P("i")}, {pl::P()});
+    auto shift = pl::shard_map([](const pl::Array& b) { return pl::ppermute(b, "i", {{0, 1}, {1, 0}}); }, mesh,
+                               {pl::P("i")}, {pl::P("i")});
+    const std::string first = testing::capture_stderr([&] {
+      sum(a);
+      shift(a);
+    });
+    CHECK(first.find("tessera cache:") != std::string::npos);  // the first calls compile or load the kernels
+    for (int round = 0; round < 3; ++round) {
+      pl::Array s, p;
+      const std::string again = testing::capture_stderr([&] {
+        s = sum(a);
+        p = shift(a);
+      });
+      INFO("round " << round << ": " << again);
+      CHECK(again.find("tessera cache:") == std::string::npos);
+      for (int64_t j = 0; j < 3; ++j) CHECK(s.at<float>({1, j}) == a.at<float>({1, j}) + a.at<float>({3, j}));
+      CHECK(p.at<float>({0, 2}) == a.at<float>({2, 2}));
+      CHECK(p.at<float>({2, 2}) == a.at<float>({0, 2}));
+    }
   }
 
   TEST_CASE("remote copies on a 2x2x2 mesh: coordinates, per-axis maps and logical ids") {
