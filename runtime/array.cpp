@@ -38,6 +38,7 @@ namespace detail {
 }
 
 void convert_elements(DType from, const std::byte* src, DType to, std::byte* dst, int64_t n) {
+  if (n == 0) return;  // an empty vector's data() may be null, which memcpy may not be given even for 0 bytes
   if (from == to || (dtype_size(from) == dtype_size(to) && is_int(from) && is_int(to))) {
     std::memcpy(dst, src, static_cast<size_t>(n * dtype_size(from)));
     return;
