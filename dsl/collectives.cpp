@@ -2,18 +2,15 @@
 
 #include <fmt/format.h>
 
-#include <functional>
-#include <map>
-#include <mutex>
 #include <numeric>
 
 #include "dsl/async_copy.h"
 #include "dsl/control.h"
 #include "dsl/devices.h"
 #include "dsl/host_ops.h"
+#include "dsl/kept_call.h"
 #include "dsl/pallas_call.h"
 #include "runtime/block_ops.h"
-#include "runtime/config.h"
 #include "runtime/mesh.h"
 
 namespace tessera {
@@ -29,23 +26,6 @@ const rt::DeviceContext& device_for(const char* api, SourceLoc loc) {
   return *d;
 }
 
-// The call object of a collective's kernel, made by `make` once per `key` (the collective, its axis
-// and cut, the operand's shape and dtype, TESSERA_INTERPRET) and kept: a call object keeps the programs
-// it traced, per mesh, with their compiled kernels, so a collective called again, in a loop or on
-// every device, neither traces nor loads its kernel again. (A fresh call object every time traced the
-// kernel on each device and, the kernel's last user gone, loaded it from the disk cache: about 4 ms
-// a psum on 2 devices.)
-template <class Call>
-Call collective_call(const std::string& key, const std::function<Call()>& make) {
-  static auto* calls = new std::map<std::string, Call>();  // lives as long as the process's kernels
-  static std::mutex mutex;
-  const std::string full_key = key + (config::interpret() ? " interpret" : "");
-  std::lock_guard lock(mutex);
-  auto it = calls->find(full_key);
-  if (it == calls->end()) it = calls->emplace(full_key, make()).first;
-  return it->second;
-}
-
 // Every device along `axis` sends a chunk of x to every other one (itself included, by a local copy):
 // to device p it sends chunk p of dim `dim` when scattering, else all of x. Returns the chunks this
 // device received, stacked in the order of the senders' positions: [n, chunk...].
@@ -56,8 +36,10 @@ Array exchange(const Array& x, const std::string& axis, std::optional<int64_t> d
   if (dim) chunk[*dim] /= n;
   Shape stacked{n};
   stacked.insert(stacked.end(), chunk.begin(), chunk.end());
-  // The kernel is kept for later calls (collective_call): it holds nothing of this call's but values
-  // of its key.
+  // The call object is kept for later calls (detail::kept_call: the collective, its axis and size,
+  // the cut, x's shape and dtype), so the kernel holds nothing of this call's but values of that key.
+  // (A fresh call object every time traced the kernel on each device and, the kernel's last user gone,
+  // loaded it from the disk cache: about 4 ms a psum on 2 devices.)
   auto kernel = [=](Ref in, Ref out, Ref local, Ref send, Ref recv) {
     Value me = axis_index(axis);
     auto part = [&](const Value& p) {
@@ -79,7 +61,7 @@ Array exchange(const Array& x, const std::string& axis, std::optional<int64_t> d
   };
   const std::string key = fmt::format("{} {} {} {} {} {}", api, axis, n, dim ? *dim : -1, shape_tuple_str(x.shape()),
                                       dtype_name(x.dtype()));
-  PallasCall<Array> call = collective_call<PallasCall<Array>>(key, [&] {
+  PallasCall<Array> call = detail::kept_call<PallasCall<Array>>(key, [&] {
     CallOptions options;
     options.name = std::string(api).substr(4);  // "pl::all_gather" -> "all_gather"
     return pallas_call(kernel,
@@ -202,7 +184,7 @@ Array ppermute(const Array& x, const std::string& axis_name, const std::vector<s
   // The pairs are the kernel's operands, not part of it: one call object serves every permutation.
   const std::string key = fmt::format("pl::ppermute {} {} {} {}", axis_name, n, shape_tuple_str(x.shape()),
                                       dtype_name(x.dtype()));
-  PallasCall<Array> call = collective_call<PallasCall<Array>>(key, [&] {
+  PallasCall<Array> call = detail::kept_call<PallasCall<Array>>(key, [&] {
     CallOptions options;
     options.name = "ppermute";
     return pallas_call(kernel,

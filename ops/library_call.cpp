@@ -1,9 +1,6 @@
 #include "ops/library_call.h"
 
-#include <map>
-#include <mutex>
-
-#include "runtime/config.h"
+#include "dsl/kept_call.h"
 
 namespace tessera::ops {
 
@@ -22,14 +19,7 @@ PallasCall<std::vector<Array>> memoised_call(const std::string& key, const std::
                                              bool check_against_interpreter,
                                              const std::function<PallasCall<std::vector<Array>>()>& make) {
   if (interpret) return make();
-  std::string full_key = key + (check_against_interpreter ? " checked" : "");
-  if (config::interpret()) full_key += " interpret";
-  static std::mutex mutex;
-  static std::map<std::string, PallasCall<std::vector<Array>>> calls;
-  std::lock_guard lock(mutex);
-  auto it = calls.find(full_key);
-  if (it == calls.end()) it = calls.emplace(full_key, make()).first;
-  return it->second;
+  return detail::kept_call<PallasCall<std::vector<Array>>>(key + (check_against_interpreter ? " checked" : ""), make);
 }
 
 }  // namespace tessera::ops

@@ -1,5 +1,5 @@
 // What the kernel libraries of ops/ share about making their pallas_calls: the options of a
-// library kernel and the memo of compiled calls, so a training loop traces each shape once.
+// library kernel and the memo of compiled calls (dsl/kept_call.h), so a training loop traces each shape once.
 //
 // Library layer (ops/), over the front end.
 #pragma once
