@@ -121,6 +121,24 @@ std::vector<MatrixOperand> Emitter::matrices(ValueId v, const std::vector<int64_
   return out;
 }
 
+namespace {
+
+// How many blocks of rows x cols make one matrix of a parameter of shape `shape` (row-major) that x
+// is a block of: the extents of the dims x's rows and columns step along, in blocks.
+int64_t matrix_blocks(const Shape& shape, const MatrixOperand& x, int64_t rows, int64_t cols) {
+  const std::vector<int64_t> strides = row_major(shape);
+  auto extent = [&](int64_t stride) {
+    int64_t e = 1;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (stride != 0 && strides[d] == stride) e = std::max(e, shape[d]);
+    return e;
+  };
+  auto blocks = [](int64_t e, int64_t size) { return size > 0 ? (e + size - 1) / size : int64_t{1}; };
+  return blocks(extent(x.ld), rows) * blocks(extent(x.cs), cols);
+}
+
+}  // namespace
+
 // A packed copy of operand `v` (its matrix `x`, rows x cols), made by `pack` into `bytes`, at most
 // once per kernel run and block when v is read in place from a kernel parameter; nullptr when it is
 // not. Parameters do not change while a kernel runs (inputs are read-only, outputs are only written
@@ -138,13 +156,19 @@ llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t row
   const RefCg& r = ref(ir::load_operands(*d).ref);
   const ir::ValueInfo& root = fn_.values[r.root];
   if (root.def != ir::kNone || x.ptr != r.base) return nullptr;  // not a parameter read in place
-  // Slots for up to 256 blocks or 8 MiB (a power of two): a matmul's B blocks recur only after the
-  // grid has visited all of them once (every (k, j) block before i moves on), so a cache smaller
-  // than B packed evicts each block before it comes back. 2048 x 1024 bf16 B is 128 blocks, 4 MiB.
+  // Slots for the blocks of one matrix of the parameter, up to 256 blocks or 8 MiB (a power of
+  // two): a matmul's B blocks recur only after the grid has visited all of them once (every (k, j)
+  // block before i moves on), so a cache smaller than B packed evicts each block before it comes
+  // back (2048 x 1024 bf16 B is 128 blocks, 4 MiB). A batch of matrices (megablox gmm's rhs, one per
+  // group) is walked one matrix after the other, its blocks recurring within their matrix only: the
+  // next matrix's blocks take the slots the last one's leave, whose lines the caches still hold,
+  // where slots for every matrix would have each packing write lines last touched long ago and
+  // evicted since (gmm f32: 0.88x -> 0.91x the dense matmul).
   auto [cache, made] = pack_caches_.try_emplace({r.root, layout, x.ld, x.cs, rows, cols, bytes}, PackCache{});
   if (made) {
+    const int64_t blocks = std::min<int64_t>(matrix_blocks(fn_.type(r.root).shape, x, rows, cols), 256);
     int64_t slots = 1;
-    while (slots < 256 && 2 * slots * bytes <= (int64_t{8} << 20)) slots *= 2;
+    while (slots < blocks && 2 * slots * bytes <= (int64_t{8} << 20)) slots *= 2;
     llvm::Value* keys = entry_alloca(b_.getPtrTy(), slots);
     for (int64_t s = 0; s < slots; ++s)
       entry_b_.CreateStore(llvm::ConstantPointerNull::get(b_.getPtrTy()),

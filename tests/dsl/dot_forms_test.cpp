@@ -6,6 +6,7 @@
 // bf16 within the dot tolerance, int8 exactly.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -177,6 +178,59 @@ TEST_SUITE("jit") {
           const double tolerance = 1e-6 * static_cast<double>(k + 1);
           CHECK(pl::allclose(pl::pallas_call(kernel, grid, pl::ShapeDtype({m, n}, pl::f32), compiled)(x, y), want,
                              tolerance, tolerance));
+        }
+      }
+    }
+  }
+
+  // A batch of B matrices (megablox gmm's rhs, one per group) has slots for one matrix's blocks: the
+  // next matrix's blocks take the slots the last one's leave. Walked one matrix after the other
+  // (blocks recurring within their matrix: packed once each) and with the matrix index innermost
+  // (every step's block evicting the last one's from its slot: packed at every step), both agree
+  // with the interpreter.
+  TEST_CASE("dot forms: a batch of B matrices sharing the packed-B slots agrees with the interpreter") {
+    constexpr int64_t groups = 3, m = 16, k = 32, n = 64, bm = 8, bk = 8, bn = 32;
+    auto kernel = [](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
+      pl::when(pl::program_id(3) == 0, [&] { acc() = pl::zeros_like(acc); });
+      acc() += pl::dot(x(), y(), pl::f32);
+      pl::when(pl::program_id(3) == pl::num_programs(3) - 1, [&] { o() = acc(); });
+    };
+    for (bool matrix_outermost : {true, false}) {
+      INFO((matrix_outermost ? "matrices one after the other" : "matrix index innermost"));
+      // Grid (g, i, j, kk) or (i, j, g, kk): g picks the matrix of y and the output.
+      auto dims = [matrix_outermost](pl::Value a, pl::Value b, pl::Value c) {
+        return matrix_outermost ? std::array{a, b, c} : std::array{c, a, b};
+      };
+      const pl::GridSpec grid{
+          .grid = matrix_outermost ? std::vector<int64_t>{groups, m / bm, n / bn, k / bk}
+                                   : std::vector<int64_t>{m / bm, n / bn, groups, k / bk},
+          .in_specs = {pl::BlockSpec({bm, bk},
+                                     [dims](pl::Value a, pl::Value b, pl::Value c, pl::Value kk) {
+                                       return pl::idx(dims(a, b, c)[1], kk);
+                                     }),
+                       pl::BlockSpec({pl::squeezed, bk, bn},
+                                     [dims](pl::Value a, pl::Value b, pl::Value c, pl::Value kk) {
+                                       const auto [g, i, j] = dims(a, b, c);
+                                       return pl::idx(g, kk, j);
+                                     })},
+          .out_specs = {pl::BlockSpec({pl::squeezed, bm, bn},
+                                      [dims](pl::Value a, pl::Value b, pl::Value c, pl::Value) {
+                                        const auto [g, i, j] = dims(a, b, c);
+                                        return pl::idx(g, i, j);
+                                      })},
+          .scratch_shapes = {pl::VMEM({bm, bn}, pl::f32)}};
+      for (pl::DType dt : {pl::f32, pl::bf16}) {
+        INFO("dtype " << pl::dtype_name(dt));
+        const pl::Array x = pl::Array::random_normal({m, k}, dt, 8), y = pl::Array::random_normal({groups, k, n}, dt, 9);
+        const pl::ShapeDtype out({groups, m, n}, pl::f32);
+        const pl::Array want = pl::pallas_call(kernel, grid, out, testing::interpret())(x, y);
+        for (std::string_view name : jit::target_names()) {
+          if (!jit::missing_on_host(jit::cpu_target(name)).empty()) continue;
+          INFO("target " << std::string(name));
+          pl::CallOptions compiled;
+          compiled.compiler_params.target = std::string(name);
+          const double tolerance = 1e-6 * static_cast<double>(k + 1);
+          CHECK(pl::allclose(pl::pallas_call(kernel, grid, out, compiled)(x, y), want, tolerance, tolerance));
         }
       }
     }
