@@ -26,7 +26,9 @@ constexpr std::array<std::string_view, 5> kNames = {"native", "avx2", "avx512", 
 // imply them (and no tuning for one vendor); they are listed so that the host check covers every
 // instruction the code may contain.
 const std::vector<std::string> kV3 = {"avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave"};
-const std::vector<std::string> kV4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "evex512"};
+// PREFETCHW is not part of x86-64-v4, but every AVX-512 CPU has it (Intel since Broadwell, AMD
+// always): the f32 tiles' prefetches of packed slots for writing (SpreadPrefetch) use it.
+const std::vector<std::string> kV4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "evex512", "prfchw"};
 const std::vector<std::string> kBf16 = {"avx512bf16", "avx512vnni"};
 const std::vector<std::string> kAmx = {"amx-tile", "amx-bf16", "amx-int8"};
 
