@@ -91,15 +91,23 @@ struct Shape4 {
 // the tails of the plain form's many shapes are left to target_test.cpp.)
 const Shape4 kShapes[] = {{2, 13, 17, 70}};
 
-// Calls body(compiled, form, shape, accumulate) for every target this CPU runs (`compiled` selects
-// it), every form and shape, storing the dot and accumulating it.
+// Calls body(compiled) for every target this CPU runs, `compiled` selecting it.
 template <class F>
-void sweep(F&& body) {
+void on_runnable_targets(F&& body) {
   for (std::string_view name : jit::target_names()) {
     if (!jit::missing_on_host(jit::cpu_target(name)).empty()) continue;
     INFO("target " << std::string(name));
     pl::CallOptions compiled;
     compiled.compiler_params.target = std::string(name);
+    body(compiled);
+  }
+}
+
+// Calls body(compiled, form, shape, accumulate) for every target this CPU runs (`compiled` selects
+// it), every form and shape, storing the dot and accumulating it.
+template <class F>
+void sweep(F&& body) {
+  on_runnable_targets([&](const pl::CallOptions& compiled) {
     for (const Form& form : kForms) {
       INFO("form " << form.name);
       for (const Shape4& s : kShapes) {
@@ -110,7 +118,7 @@ void sweep(F&& body) {
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -170,15 +178,11 @@ TEST_SUITE("jit") {
                         y = pl::Array::random_normal(rhs_t ? pl::Shape{n, k} : pl::Shape{k, n}, dt, 7);
         const pl::Array want =
             pl::pallas_call(kernel, grid, pl::ShapeDtype({m, n}, pl::f32), testing::interpret())(x, y);
-        for (std::string_view name : jit::target_names()) {
-          if (!jit::missing_on_host(jit::cpu_target(name)).empty()) continue;
-          INFO("target " << std::string(name));
-          pl::CallOptions compiled;
-          compiled.compiler_params.target = std::string(name);
+        on_runnable_targets([&](const pl::CallOptions& compiled) {
           const double tolerance = 1e-6 * static_cast<double>(k + 1);
           CHECK(pl::allclose(pl::pallas_call(kernel, grid, pl::ShapeDtype({m, n}, pl::f32), compiled)(x, y), want,
                              tolerance, tolerance));
-        }
+        });
       }
     }
   }
@@ -224,14 +228,10 @@ TEST_SUITE("jit") {
         const pl::Array x = pl::Array::random_normal({m, k}, dt, 8), y = pl::Array::random_normal({groups, k, n}, dt, 9);
         const pl::ShapeDtype out({groups, m, n}, pl::f32);
         const pl::Array want = pl::pallas_call(kernel, grid, out, testing::interpret())(x, y);
-        for (std::string_view name : jit::target_names()) {
-          if (!jit::missing_on_host(jit::cpu_target(name)).empty()) continue;
-          INFO("target " << std::string(name));
-          pl::CallOptions compiled;
-          compiled.compiler_params.target = std::string(name);
+        on_runnable_targets([&](const pl::CallOptions& compiled) {
           const double tolerance = 1e-6 * static_cast<double>(k + 1);
           CHECK(pl::allclose(pl::pallas_call(kernel, grid, out, compiled)(x, y), want, tolerance, tolerance));
-        }
+        });
       }
     }
   }
@@ -270,15 +270,11 @@ TEST_SUITE("jit") {
                     y = pl::Array::random_normal({k, n}, pl::bf16, 10);
     const pl::Array want =
         pl::pallas_call(kernel, grid, pl::ShapeDtype({m, n}, pl::f32), testing::interpret())(xb, xf, y);
-    for (std::string_view name : jit::target_names()) {
-      if (!jit::missing_on_host(jit::cpu_target(name)).empty()) continue;
-      INFO("target " << std::string(name));
-      pl::CallOptions compiled;
-      compiled.compiler_params.target = std::string(name);
+    on_runnable_targets([&](const pl::CallOptions& compiled) {
       const double tolerance = 1e-6 * static_cast<double>(2 * k + 1);
       CHECK(pl::allclose(pl::pallas_call(kernel, grid, pl::ShapeDtype({m, n}, pl::f32), compiled)(xb, xf, y), want,
                          tolerance, tolerance));
-    }
+    });
   }
 
   TEST_CASE("dot forms: transposed and batched dots compile to the target's micro-kernel") {
