@@ -53,11 +53,20 @@ Array einsum(const std::string& subscripts, const Array& a, const Array& b, std:
 namespace detail {
 // `axis` (negative counts from the end) checked against `rank` for `api`.
 int64_t checked_axis(int64_t axis, int64_t rank, const char* api, SourceLoc loc);
+
+// An operator's right operand with the line of the user's expression: an operator cannot take a
+// defaulted std::source_location, but the default argument of this implicit conversion is evaluated
+// where the user wrote `a + b`, so the operators' errors point there.
+struct LocatedArray {
+  const Array& array;
+  SourceLoc loc;
+  LocatedArray(const Array& a, std::source_location l = std::source_location::current()) : array(a), loc(l) {}
+};
 }  // namespace detail
 
-Array operator+(const Array& a, const Array& b);
-Array operator-(const Array& a, const Array& b);
-Array operator*(const Array& a, const Array& b);
-Array& operator+=(Array& a, const Array& b);
+Array operator+(const Array& a, const detail::LocatedArray& b);
+Array operator-(const Array& a, const detail::LocatedArray& b);
+Array operator*(const Array& a, const detail::LocatedArray& b);
+Array& operator+=(Array& a, const detail::LocatedArray& b);
 
 }  // namespace tessera
