@@ -14,6 +14,7 @@
 #include "tests/support/cache_dir.h"
 #include "tests/support/kernels.h"
 #include "tests/support/scoped_env.h"
+#include "tests/support/user_error.h"
 
 using namespace tessera;
 namespace pl = tessera;
@@ -132,6 +133,20 @@ TEST_SUITE("dsl") {
     }
     unsetenv("TESSERA_INTERPRET");
     CHECK_FALSE(make().interpreted());
+  }
+
+  TEST_CASE("compiled: an invalid TESSERA_INTERPRET reached through a host collective points at the collective's line") {
+    // The collective keeps its call object per setting (dsl/kept_call.h): the read is the psum's.
+    pl::Mesh mesh({2}, {"i"});
+    const int line = __LINE__ + 1;
+    auto f = pl::shard_map([](const pl::Array& x) { return pl::psum(x, "i"); }, mesh, {pl::P("i")}, {pl::P("i")});
+    {
+      testing::ScopedEnv interpret("TESSERA_INTERPRET", "maybe");
+      testing::check_user_error_at(line, "compiled_test.cpp", [&] { (void)f(pl::Array::arange(2, pl::f32)); },
+                                   "TESSERA_INTERPRET=maybe");
+    }
+    const pl::Array out = f(pl::Array::arange(2, pl::f32));
+    CHECK(out.to_vector<float>() == std::vector<float>{1, 1});
   }
 
   TEST_CASE("compiled: an invalid setting a call's compile reads points at the call's line") {
