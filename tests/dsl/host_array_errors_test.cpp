@@ -99,6 +99,11 @@ TEST_SUITE("dsl") {
     expect_error(
         __LINE__, [&] { (void)(a * A::from_vector(std::vector<int64_t>{3}, {}, pl::DType::sem)); },
         {"array *: an array of semaphores holds counts, not numbers to compute with", "a () sem array", ".astype(pl::i64)"});
+    // A right operand that converts to an array (a shard_map's result, gathered): the same.
+    const pl::Mesh mesh({2}, {"i"});
+    auto identity = pl::shard_map([](const A& x) { return x; }, mesh, {pl::P("i")}, {pl::P("i")});
+    expect_error(__LINE__, [&] { (void)(a + identity(b)); }, {"array +: the shapes differ", "(2, 3) and (6,)"});
+    CHECK((b * identity(b)).at<float>({5}) == 25.0f);
     // The same operators given arrays of one shape (and temporaries, and chains).
     CHECK((a + c + c).at<float>({1, 2}) == 7.0f);
     CHECK((a * (a - c)).at<float>({1, 0}) == 6.0f);
