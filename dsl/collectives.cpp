@@ -61,7 +61,7 @@ Array exchange(const Array& x, const std::string& axis, std::optional<int64_t> d
   };
   const std::string key = fmt::format("{} {} {} {} {} {}", api, axis, n, dim ? *dim : -1, shape_tuple_str(x.shape()),
                                       dtype_name(x.dtype()));
-  PallasCall<Array> call = detail::kept_call<PallasCall<Array>>(key, [&] {
+  PallasCall<Array> call = detail::kept_call<PallasCall<Array>>(key, loc, [&] {
     CallOptions options;
     options.name = std::string(api).substr(4);  // "pl::all_gather" -> "all_gather"
     return pallas_call(kernel,
@@ -184,7 +184,7 @@ Array ppermute(const Array& x, const std::string& axis_name, const std::vector<s
   // The pairs are the kernel's operands, not part of it: one call object serves every permutation.
   const std::string key = fmt::format("pl::ppermute {} {} {} {}", axis_name, n, shape_tuple_str(x.shape()),
                                       dtype_name(x.dtype()));
-  PallasCall<Array> call = detail::kept_call<PallasCall<Array>>(key, [&] {
+  PallasCall<Array> call = detail::kept_call<PallasCall<Array>>(key, loc, [&] {
     CallOptions options;
     options.name = "ppermute";
     return pallas_call(kernel,

@@ -25,18 +25,18 @@ int64_t detail::checked_axis(int64_t axis, int64_t rank, const char* api, Source
 namespace {
 
 // The element-wise result of two arrays of one shape, in their promoted dtype.
-Array elementwise(ir::OpKind kind, const Array& a, const Array& b, const char* op) {
+Array elementwise(ir::OpKind kind, const Array& a, const Array& b, const char* op, SourceLoc loc) {
   for (const Array* x : {&a, &b})
     if (is_semaphore(x->dtype()))
       throw UserError(fmt::format("array {}: an array of semaphores holds counts, not numbers to compute with", op),
                       fmt::format("a {} {} array", shape_tuple_str(x->shape()), dtype_name(x->dtype())),
                       "pass it on to a pallas_call (pl::BlockSpec(pl::SEMAPHORE)); to compute with its counts, "
                       "convert them first: .astype(pl::i64)",
-                      SourceLoc{});
+                      loc);
   if (a.shape() != b.shape())
     throw UserError(fmt::format("array {}: the shapes differ", op),
                     fmt::format("{} and {}", shape_tuple_str(a.shape()), shape_tuple_str(b.shape())),
-                    "combine arrays of one shape", SourceLoc{});
+                    "combine arrays of one shape", loc);
   const DType t = promote(a.dtype(), b.dtype());
   return rt::binary(kind, a.astype(t), b.astype(t));
 }
@@ -255,9 +255,17 @@ Array einsum(const std::string& subscripts, const Array& a, const Array& b, std:
   return arrange(c.reshape(shape), have, lo);
 }
 
-Array operator+(const Array& a, const Array& b) { return elementwise(ir::OpKind::Add, a, b, "+"); }
-Array operator-(const Array& a, const Array& b) { return elementwise(ir::OpKind::Sub, a, b, "-"); }
-Array operator*(const Array& a, const Array& b) { return elementwise(ir::OpKind::Mul, a, b, "*"); }
-Array& operator+=(Array& a, const Array& b) { return a = a + b; }
+Array operator+(const Array& a, const detail::LocatedArray& b) {
+  return elementwise(ir::OpKind::Add, a, b.array, "+", b.loc);
+}
+Array operator-(const Array& a, const detail::LocatedArray& b) {
+  return elementwise(ir::OpKind::Sub, a, b.array, "-", b.loc);
+}
+Array operator*(const Array& a, const detail::LocatedArray& b) {
+  return elementwise(ir::OpKind::Mul, a, b.array, "*", b.loc);
+}
+Array& operator+=(Array& a, const detail::LocatedArray& b) {
+  return a = elementwise(ir::OpKind::Add, a, b.array, "+=", b.loc);
+}
 
 }  // namespace tessera

@@ -16,6 +16,7 @@
 #include <optional>
 #include <source_location>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/array.h"
@@ -53,11 +54,30 @@ Array einsum(const std::string& subscripts, const Array& a, const Array& b, std:
 namespace detail {
 // `axis` (negative counts from the end) checked against `rank` for `api`.
 int64_t checked_axis(int64_t axis, int64_t rank, const char* api, SourceLoc loc);
+
+// An operator's right operand with the line of the user's expression: an operator cannot take a
+// defaulted std::source_location, but the default argument of this implicit conversion is evaluated
+// where the user wrote `a + b`, so the operators' errors point there.
+struct LocatedArray {
+  LocatedArray(const Array& a, std::source_location l = std::source_location::current()) : array(a), loc(l) {}
+  // What else converts to an Array (a pl::ShardedArray, gathered) is converted here and held: one
+  // implicit conversion is all an operand may take, and the operators took those before.
+  template <class T>
+    requires(!std::is_base_of_v<Array, T> && std::is_convertible_v<const T&, Array>)
+  LocatedArray(const T& x, std::source_location l = std::source_location::current())
+      : converted(x), array(*converted), loc(l) {}
+  LocatedArray(const LocatedArray&) = delete;  // `array` may refer to `converted`
+  LocatedArray& operator=(const LocatedArray&) = delete;
+
+  std::optional<Array> converted;
+  const Array& array;
+  SourceLoc loc;
+};
 }  // namespace detail
 
-Array operator+(const Array& a, const Array& b);
-Array operator-(const Array& a, const Array& b);
-Array operator*(const Array& a, const Array& b);
-Array& operator+=(Array& a, const Array& b);
+Array operator+(const Array& a, const detail::LocatedArray& b);
+Array operator-(const Array& a, const detail::LocatedArray& b);
+Array operator*(const Array& a, const detail::LocatedArray& b);
+Array& operator+=(Array& a, const detail::LocatedArray& b);
 
 }  // namespace tessera

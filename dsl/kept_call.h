@@ -3,7 +3,8 @@
 // again (tessera's host collectives, the ops libraries in a training loop) neither traces nor loads
 // its kernel again when it keeps the call object. The key names everything the call depends on;
 // TESSERA_INTERPRET as it is when the call is made is added to it, since a call follows the setting
-// it was made under.
+// it was made under; it is read at `loc`, the line of the user's call (a collective, a library op)
+// that an invalid value reports.
 //
 // Front-end layer (dsl/), for tessera's own kernels and the libraries over it.
 #pragma once
@@ -18,10 +19,14 @@
 namespace tessera::detail {
 
 template <class Call>
-Call kept_call(const std::string& key, const std::function<Call()>& make) {
+Call kept_call(const std::string& key, SourceLoc loc, const std::function<Call()>& make) {
   static auto* calls = new std::map<std::string, Call>();  // never destroyed: lives as long as the kernels
   static std::mutex mutex;
-  const std::string full_key = key + (config::interpret() ? " interpret" : "");
+  const bool interpret = [&] {
+    config::CallSite site(loc);
+    return config::interpret();
+  }();
+  const std::string full_key = key + (interpret ? " interpret" : "");
   std::lock_guard lock(mutex);
   auto it = calls->find(full_key);
   if (it == calls->end()) it = calls->emplace(full_key, make()).first;

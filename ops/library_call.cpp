@@ -16,10 +16,11 @@ CallOptions library_call_options(std::vector<DimensionSemantics> dims, const std
 }
 
 PallasCall<std::vector<Array>> memoised_call(const std::string& key, const std::optional<InterpretParams>& interpret,
-                                             bool check_against_interpreter,
+                                             bool check_against_interpreter, std::source_location loc,
                                              const std::function<PallasCall<std::vector<Array>>()>& make) {
   if (interpret) return make();
-  return detail::kept_call<PallasCall<std::vector<Array>>>(key + (check_against_interpreter ? " checked" : ""), make);
+  return detail::kept_call<PallasCall<std::vector<Array>>>(key + (check_against_interpreter ? " checked" : ""), loc,
+                                                           make);
 }
 
 }  // namespace tessera::ops

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,10 @@ CallOptions library_call_options(std::vector<DimensionSemantics> dims, const std
 
 // The memoised call of a specialisation named by `key`. Compiled calls only: interpreted calls
 // carry their own parameters and are made afresh. A call follows TESSERA_INTERPRET as it was when
-// it was made, and differential mode is part of the key.
+// it was made (an invalid value reports `loc`, the user's call of the op), and differential mode is
+// part of the key.
 PallasCall<std::vector<Array>> memoised_call(const std::string& key, const std::optional<InterpretParams>& interpret,
-                                             bool check_against_interpreter,
+                                             bool check_against_interpreter, std::source_location loc,
                                              const std::function<PallasCall<std::vector<Array>>()>& make);
 
 }  // namespace tessera::ops

@@ -103,8 +103,10 @@ std::string text(Var v);                 // text: the value; the default when un
 // then, at its line) and as it is called (its compile reads the dump, log and cache settings, its
 // launch TESSERA_NUM_THREADS, TESSERA_DMA and TESSERA_CHAOS_US; a call inside pl::shard_map runs on
 // its device's thread and opens its own). An invalid value read meanwhile is that call's error, at
-// its line, as a bad argument of the call would be; the innermost call wins. Reads outside any call
-// (pl::set_num_threads) have no line.
+// its line, as a bad argument of the call would be; the innermost call wins. Entry points that read a
+// variable outside any call open one at their caller's line: pl::set_num_threads and pl::num_threads
+// (the latter only when no call is open: inside a launch the pallas_call's line stays), and the kept
+// calls of tessera's collectives and libraries for TESSERA_INTERPRET (dsl/kept_call.h).
 class CallSite {
  public:
   explicit CallSite(SourceLoc loc);

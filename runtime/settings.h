@@ -7,15 +7,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <source_location>
 #include <string_view>
 
 namespace tessera {
 
 // The number of threads compiled kernels use (including the caller's).
-int num_threads();
+int num_threads(std::source_location loc = std::source_location::current());
 // Sets it; n < 1 restores the default (TESSERA_NUM_THREADS, else the number of hardware threads).
-// The default is read on first use; an invalid TESSERA_NUM_THREADS makes either throw UserError.
-void set_num_threads(int n);
+// The default is read on first use; an invalid TESSERA_NUM_THREADS makes either throw UserError at
+// the caller's line (a launch's first read reports its pallas_call's line).
+void set_num_threads(int n, std::source_location loc = std::source_location::current());
 
 namespace rt {
 

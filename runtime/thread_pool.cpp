@@ -20,16 +20,27 @@ int default_threads() {
 }
 }  // namespace
 
-int num_threads() {
+int num_threads(std::source_location loc) {
   int n = g_threads.load();
   if (n == 0) {
+    // A launch asks inside its pallas_call's CallSite, which stays the line an invalid value reports;
+    // a call of the user's own opens one at its line.
+    std::optional<config::CallSite> site;
+    if (!config::call_site().known()) site.emplace(loc);
     n = default_threads();
     g_threads.store(n);
   }
   return n;
 }
 
-void set_num_threads(int n) { g_threads.store(n < 1 ? default_threads() : n); }
+void set_num_threads(int n, std::source_location loc) {
+  if (n >= 1) {
+    g_threads.store(n);
+    return;
+  }
+  config::CallSite site(loc);
+  g_threads.store(default_threads());
+}
 
 namespace rt {
 

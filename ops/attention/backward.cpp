@@ -133,7 +133,7 @@ Gradients flash_attention_bwd(const Array& q, const Array& k, const Array& v, co
                     .out_specs = {detail::row_block_spec(pk.bk, pk.head_dim, dkv_kv),
                                   detail::row_block_spec(pk.bk, pk.head_dim, dkv_kv)},
                     .scratch_shapes = {VMEM({pk.bk, pk.head_dim}, DType::f32), VMEM({pk.bk, pk.head_dim}, DType::f32)}};
-  const std::vector<Array> dkv = detail::cached_call(pk.key("flash_attention_dkv"), opt, [&] {
+  const std::vector<Array> dkv = detail::cached_call(pk.key("flash_attention_dkv"), opt, loc, [&] {
     return detail::call_with_refs<10>(
         pk,
         [pk](const std::optional<SegmentRefs>& seg, const std::vector<Ref>& r) {
@@ -153,7 +153,7 @@ Gradients flash_attention_bwd(const Array& q, const Array& k, const Array& v, co
                    .in_specs = operand_specs(pq, dq_q, dq_kv),
                    .out_specs = {detail::row_block_spec(pq.bq, pq.head_dim, dq_q)},
                    .scratch_shapes = {VMEM({pq.bq, pq.head_dim}, DType::f32), VMEM({pq.bq, 1}, DType::f32)}};
-  const std::vector<Array> dq = detail::cached_call(pq.key("flash_attention_dq"), opt, [&] {
+  const std::vector<Array> dq = detail::cached_call(pq.key("flash_attention_dq"), opt, loc, [&] {
     return detail::call_with_refs<9>(
         pq,
         [pq](const std::optional<SegmentRefs>& seg, const std::vector<Ref>& r) {

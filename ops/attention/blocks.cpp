@@ -170,9 +170,9 @@ CallOptions call_options(const FlashOptions& o, const std::string& name, const C
                                    name, cost);
 }
 
-PallasCall<std::vector<Array>> cached_call(const std::string& key, const FlashOptions& o,
+PallasCall<std::vector<Array>> cached_call(const std::string& key, const FlashOptions& o, std::source_location loc,
                                            const std::function<PallasCall<std::vector<Array>>()>& make) {
-  return ops::memoised_call(key, o.interpret, o.check_against_interpreter, make);
+  return ops::memoised_call(key, o.interpret, o.check_against_interpreter, loc, make);
 }
 
 std::vector<BlockSpec> segment_specs(const Problem& p, const BlockOf& q_block, const BlockOf& kv_block) {

@@ -87,7 +87,7 @@ CallOptions call_options(const FlashOptions& o, const std::string& name, const C
 
 // The memoised call of a specialisation (compiled calls only; interpreted calls carry their own
 // parameters and are made afresh), so a training loop traces each shape once.
-PallasCall<std::vector<Array>> cached_call(const std::string& key, const FlashOptions& o,
+PallasCall<std::vector<Array>> cached_call(const std::string& key, const FlashOptions& o, std::source_location loc,
                                            const std::function<PallasCall<std::vector<Array>>()>& make);
 
 // The block specs of the segment ids, when the problem has them: q's at the step's q block, kv's

@@ -66,7 +66,7 @@ Forward flash_attention_with_lse(const Array& q, const Array& k, const Array& v,
                                    VMEM({p.bq, p.head_dim}, DType::f32)}};
   std::vector<ShapeDtype> outs{ShapeDtype(q.shape(), q.dtype()), ShapeDtype({p.batch, p.heads, p.seq_q}, DType::f32)};
   CallOptions opts = detail::call_options(o, "flash_attention_fwd", forward_cost(p));
-  PallasCall<std::vector<Array>> call = detail::cached_call(key, o, [&] {
+  PallasCall<std::vector<Array>> call = detail::cached_call(key, o, loc, [&] {
     return detail::call_with_refs<8>(
         p,
         [p](const std::optional<SegmentRefs>& seg, const std::vector<Ref>& r) {

@@ -208,7 +208,7 @@ Array paged_attention(const Array& q, const Array& k_pages, const Array& v_pages
                          VMEM({group, d}, DType::f32)}};
   CallOptions opts = ops::library_call_options({parallel, parallel}, o.interpret, o.check_against_interpreter, kApi,
                                                paged_cost(p));
-  PallasCall<std::vector<Array>> call = ops::memoised_call(p.key(), o.interpret, o.check_against_interpreter, [&] {
+  PallasCall<std::vector<Array>> call = ops::memoised_call(p.key(), o.interpret, o.check_against_interpreter, loc, [&] {
     return pallas_call(
         [p](Ref lengths, Ref pages, Ref q, Ref k, Ref v, Ref o, Ref kb, Ref vb, Ref ks, Ref vs, Ref m, Ref l, Ref acc) {
           paged_kernel(p, lengths, pages, q, k, v, o, kb, vb, ks, vs, m, l, acc);

@@ -164,7 +164,7 @@ Array ragged_attention(const Array& q, const Array& k, const Array& v, const Arr
                                                kApi, ragged_cost(p, t));
   // The tables are data, so one trace serves every cu_seqlens with the same number of kv steps.
   const std::string key = fmt::format("{} steps={} group={}", p.key(kApi), t.kv_steps, group);
-  PallasCall<std::vector<Array>> call = ops::memoised_call(key, o.interpret, o.check_against_interpreter, [&] {
+  PallasCall<std::vector<Array>> call = ops::memoised_call(key, o.interpret, o.check_against_interpreter, loc, [&] {
     return pallas_call(
         [p](Ref first, Ref count, Ref sq, Ref skv, Ref q, Ref k, Ref v, Ref o, Ref m, Ref l, Ref acc) {
           ragged_kernel(p, first, count, sq, skv, q, k, v, o, m, l, acc);

@@ -50,7 +50,8 @@ Array all_gather(const Array& x, const std::string& axis_name, int64_t axis, con
   Shape shape = x.shape();
   shape[axis] *= p.n;
   if (p.n == 1) return x;
-  PallasCall<std::vector<Array>> call = detail::memoised_on_mesh(p.key() + " " + std::string(dtype_name(x.dtype())), o, [&] {
+  const std::string key = p.key() + " " + std::string(dtype_name(x.dtype()));
+  PallasCall<std::vector<Array>> call = detail::memoised_on_mesh(key, o, loc, [&] {
     return pallas_call(
         [p](Ref x_ref, Ref out_ref, Ref local, Ref send, Ref recv) { all_gather_kernel(p, x_ref, out_ref, local, send, recv); },
         GridSpec{.in_specs = {BlockSpec(ANY)},

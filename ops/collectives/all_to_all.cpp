@@ -73,7 +73,7 @@ Array tiled_all_to_all(const Array& x, const std::string& axis, int64_t n, int64
   p.out = detail::chunks_of(kApi, x, axis, n, split, loc).shape;
   p.out[concat] *= n;
   if (n == 1) return x;
-  PallasCall<std::vector<Array>> call = detail::memoised_on_mesh(p.key(), o, [&] {
+  PallasCall<std::vector<Array>> call = detail::memoised_on_mesh(p.key(), o, loc, [&] {
     return pallas_call(
         [p](Ref x_ref, Ref out_ref, Ref local, Ref send, Ref recv) { all_to_all_kernel(p, x_ref, out_ref, local, send, recv); },
         GridSpec{.in_specs = {BlockSpec(ANY)},

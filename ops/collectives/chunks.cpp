@@ -89,9 +89,10 @@ CallOptions call_options(const Options& o, const std::string& name, int64_t coll
   return opts;
 }
 
-PallasCall<std::vector<Array>> memoised_on_mesh(const std::string& key, const Options& o,
+PallasCall<std::vector<Array>> memoised_on_mesh(const std::string& key, const Options& o, std::source_location loc,
                                                 const std::function<PallasCall<std::vector<Array>>()>& make) {
-  return ops::memoised_call(key + " " + rt::current_device()->mesh->str(), o.interpret, o.check_against_interpreter, make);
+  return ops::memoised_call(key + " " + rt::current_device()->mesh->str(), o.interpret, o.check_against_interpreter, loc,
+                            make);
 }
 
 }  // namespace tessera::collectives::detail

@@ -56,7 +56,7 @@ CallOptions call_options(const Options& o, const std::string& name, int64_t coll
 
 // ops::memoised_call for the current mesh: its trace depends on the mesh (device ids resolve
 // against it), so each mesh keeps a PallasCall of its own, whose last program is then its own.
-PallasCall<std::vector<Array>> memoised_on_mesh(const std::string& key, const Options& o,
+PallasCall<std::vector<Array>> memoised_on_mesh(const std::string& key, const Options& o, std::source_location loc,
                                                 const std::function<PallasCall<std::vector<Array>>()>& make);
 
 }  // namespace tessera::collectives::detail

@@ -103,7 +103,7 @@ Array reduce_scatter_phase(const Array& x, const std::string& axis, int64_t dim,
   const int64_t f32_bytes = 3 * p.chunks.outer * p.chunks.inner * 4;
   opts.compiler_params.vmem_limit_bytes =
       std::max<int64_t>(int64_t{64} << 20, x.nbytes() + f32_bytes + p.chunks.outer * p.chunks.inner * dtype_size(out) + (1 << 20));
-  PallasCall<std::vector<Array>> call = detail::memoised_on_mesh(p.key(), o, [&] {
+  PallasCall<std::vector<Array>> call = detail::memoised_on_mesh(p.key(), o, loc, [&] {
     return pallas_call(
         [p](Ref x_ref, Ref out_ref, Ref recv, Ref acc, Ref send, Ref recv_sems, Ref capacity) {
           reduce_scatter_kernel(p, x_ref, out_ref, recv, acc, send, recv_sems, capacity);

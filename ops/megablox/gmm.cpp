@@ -2,18 +2,16 @@
 
 #include <fmt/format.h>
 
-#include <map>
-#include <mutex>
 #include <numeric>
 
 #include "dsl/control.h"
 #include "dsl/host_ops.h"
+#include "dsl/kept_call.h"
 #include "dsl/pallas_call.h"
 #include "dsl/profile.h"
 #include "dsl/ref.h"
 #include "dsl/value.h"
 #include "ops/megablox/group_metadata.h"
-#include "runtime/config.h"
 
 namespace tessera::megablox {
 
@@ -306,18 +304,12 @@ auto kernel_with_existing(const KernelConfig& c) {
   };
 }
 
-// Calls are memoised per specialisation, so a training loop traces and compiles each shape (and step
-// count) once. Interpreted calls carry their own parameters and are made afresh.
-PallasCall<Array> cached_call(std::string key, const std::function<PallasCall<Array>()>& make, bool memoise) {
+// Calls are kept per specialisation (detail::kept_call), so a training loop traces and compiles each
+// shape (and step count) once. Interpreted calls carry their own parameters and are made afresh.
+PallasCall<Array> cached_call(const std::string& key, std::source_location loc,
+                              const std::function<PallasCall<Array>()>& make, bool memoise) {
   if (!memoise) return make();
-  // A call follows TESSERA_INTERPRET as it was when the call was made: one per setting.
-  if (config::interpret()) key += " interpret";
-  static std::mutex mutex;
-  static std::map<std::string, PallasCall<Array>> calls;
-  std::lock_guard lock(mutex);
-  auto it = calls.find(key);
-  if (it == calls.end()) it = calls.emplace(key, make()).first;
-  return it->second;
+  return tessera::detail::kept_call<PallasCall<Array>>(key, loc, make);
 }
 
 std::string config_key(const char* api, const KernelConfig& c, const std::vector<int64_t>& grid) {
@@ -423,7 +415,7 @@ Array launch(const char* name, const KernelConfig& c, const Plan& p, std::vector
                               .out_specs = {out_spec},
                               .scratch_shapes = {VMEM(std::move(acc_shape), DType::f32)}};
   PallasCall<Array> call = cached_call(
-      config_key(name, c, grid),
+      config_key(name, c, grid), loc,
       [&] {
         return c.existing ? pallas_call(kernel_with_existing<Body>(c), spec, out_shape, opts, loc)
                           : pallas_call(kernel_without_existing<Body>(c), spec, out_shape, opts, loc);

@@ -69,7 +69,7 @@ std::vector<Array> row_logsumexp(const Rows& r, const Array& x, const Array* lab
     outs.push_back(ShapeDtype({r.rows}, DType::f32));
     scratch.push_back(VMEM({r.br, 1}, DType::f32));
   }
-  PallasCall<std::vector<Array>> call = cached_call(r.key(labels ? "cross_entropy_fwd" : "logsumexp"), o, [&] {
+  PallasCall<std::vector<Array>> call = cached_call(r.key(labels ? "cross_entropy_fwd" : "logsumexp"), o, loc, [&] {
     GridSpec spec{.grid = column_grid(r), .in_specs = in_specs, .out_specs = out_specs, .scratch_shapes = scratch};
     CallOptions opts = call_options(o, {parallel, arbitrary}, labels ? "cross_entropy_fwd" : "logsumexp",
                                     CostEstimate{.flops = 4 * elems, .transcendentals = elems,
@@ -94,7 +94,7 @@ Array probabilities(const Rows& r, const Array& x, const Array& lse, const Array
   std::vector<BlockSpec> in_specs{column_block_spec(r), column_stat_spec(r)};
   if (grad) in_specs.insert(in_specs.end(), {column_stat_spec(r), column_stat_spec(r)});
   const char* name = grad ? "cross_entropy_bwd" : "softmax_probabilities";
-  PallasCall<std::vector<Array>> call = cached_call(r.key(name), o, [&] {
+  PallasCall<std::vector<Array>> call = cached_call(r.key(name), o, loc, [&] {
     GridSpec spec{.grid = column_grid(r), .in_specs = in_specs, .out_specs = {column_block_spec(r)}};
     CallOptions opts = call_options(o, {parallel, parallel}, name,
                                     CostEstimate{.flops = 3 * elems, .transcendentals = elems,

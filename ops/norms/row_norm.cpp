@@ -99,7 +99,7 @@ std::vector<Array> forward(const Norm& n, const Array& x, const Array& gamma, co
   const std::string key = r.key(n.centered ? "layer_norm_fwd" : "rms_norm_fwd", n.eps) +
                           fmt::format(" gamma={}", dtype_name(gamma.dtype())) +
                           (beta ? fmt::format(" beta={}", dtype_name(beta->dtype())) : "");
-  PallasCall<std::vector<Array>> call = detail::cached_call(key, o, [&] {
+  PallasCall<std::vector<Array>> call = detail::cached_call(key, o, loc, [&] {
     GridSpec spec{.grid = {r.row_blocks()}, .in_specs = in_specs, .out_specs = out_specs};
     CallOptions opts = detail::call_options(o, {parallel}, fmt::format("{}_fwd", n.name()), cost(n, 2));
     if (n.centered)
@@ -147,7 +147,7 @@ std::vector<Array> backward(const char* api, const Norm& n, const Array& x, cons
     outs.push_back(ShapeDtype({r.row_blocks(), r.width}, DType::f32));
   }
   const std::string key = r.key(n.centered ? "layer_norm_bwd" : "rms_norm_bwd") + fmt::format(" gamma={}", dtype_name(gamma.dtype()));
-  PallasCall<std::vector<Array>> call = detail::cached_call(key, o, [&] {
+  PallasCall<std::vector<Array>> call = detail::cached_call(key, o, loc, [&] {
     GridSpec spec{.grid = {r.row_blocks()}, .in_specs = in_specs, .out_specs = out_specs};
     CallOptions opts = detail::call_options(o, {parallel}, fmt::format("{}_bwd", n.name()), cost(n, 3));
     if (n.centered)

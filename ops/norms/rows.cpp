@@ -114,7 +114,7 @@ Array sum_partials(const Array& partials, DType dtype, const Options& o, const s
     when(k == static_cast<int32_t>(chunks - 1), [&] { out() = acc().reshape({r.bc}).astype(out.dtype()); });
   };
   const std::string key = fmt::format("{} n={} width={} {}", name, n, width, dtype_name(dtype));
-  PallasCall<std::vector<Array>> call = cached_call(key, o, [&] {
+  PallasCall<std::vector<Array>> call = cached_call(key, o, loc, [&] {
     return pallas_call(kernel,
                        GridSpec{.grid = {(width + bc - 1) / bc, chunks},
                                 .in_specs = {BlockSpec({bn, bc}, [](Value j, Value k) { return idx(k, j); })},
@@ -132,9 +132,9 @@ CallOptions call_options(const Options& o, std::vector<DimensionSemantics> dims,
   return ops::library_call_options(std::move(dims), o.interpret, o.check_against_interpreter, name, cost);
 }
 
-PallasCall<std::vector<Array>> cached_call(const std::string& key, const Options& o,
+PallasCall<std::vector<Array>> cached_call(const std::string& key, const Options& o, std::source_location loc,
                                            const std::function<PallasCall<std::vector<Array>>()>& make) {
-  return ops::memoised_call(key, o.interpret, o.check_against_interpreter, make);
+  return ops::memoised_call(key, o.interpret, o.check_against_interpreter, loc, make);
 }
 
 BlockSpec row_stat_spec(const Rows& r) {

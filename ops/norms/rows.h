@@ -63,7 +63,7 @@ CallOptions call_options(const Options& o, std::vector<DimensionSemantics> dims,
 
 // The memoised call of a specialisation (compiled calls only; interpreted calls carry their own
 // parameters and are made afresh), so a training loop traces each shape once.
-PallasCall<std::vector<Array>> cached_call(const std::string& key, const Options& o,
+PallasCall<std::vector<Array>> cached_call(const std::string& key, const Options& o, std::source_location loc,
                                            const std::function<PallasCall<std::vector<Array>>()>& make);
 
 // The block of a [rows] statistic at row block i, and of a [rows, width] matrix at (i, 0).

@@ -25,7 +25,7 @@ CostEstimate cost(const Rows& r, int64_t passes) {
 template <class K>
 Array whole_rows(const Rows& r, const char* name, K kernel, const std::vector<Array>& args, int64_t passes,
                  const Options& o, std::source_location loc) {
-  PallasCall<std::vector<Array>> call = detail::cached_call(r.key(name), o, [&] {
+  PallasCall<std::vector<Array>> call = detail::cached_call(r.key(name), o, loc, [&] {
     std::vector<BlockSpec> in_specs(args.size(), detail::row_spec(r));
     return pallas_call(kernel, GridSpec{.grid = {r.row_blocks()}, .in_specs = in_specs, .out_specs = {detail::row_spec(r)}},
                        std::vector<ShapeDtype>{ShapeDtype({r.rows, r.width}, r.dtype)},
@@ -64,7 +64,7 @@ Array softmax_bwd(const Array& y, const Array& dy, const Options& o, Loc loc) {
   }
   // s = sum(dy * y) of each row over its column blocks, accumulated in the (br) output block, which
   // stays while the arbitrary column axis runs (docs/design.md §4.4).
-  PallasCall<std::vector<Array>> row_dot = detail::cached_call(r.key("softmax_bwd_rowdot"), o, [&] {
+  PallasCall<std::vector<Array>> row_dot = detail::cached_call(r.key("softmax_bwd_rowdot"), o, loc, [&] {
     auto kernel = [r](Ref yr, Ref dyr, Ref s) {
       const Value j = program_id(1);
       when(j == 0, [&] { s() = 0.0f; });
@@ -79,7 +79,7 @@ Array softmax_bwd(const Array& y, const Array& dy, const Options& o, Loc loc) {
                        detail::call_options(o, {parallel, arbitrary}, "softmax_bwd_rowdot", cost(r, 2)), loc);
   });
   const Array s = row_dot({ym, dym}, loc).at(0);
-  PallasCall<std::vector<Array>> finish = detail::cached_call(r.key("softmax_bwd"), o, [&] {
+  PallasCall<std::vector<Array>> finish = detail::cached_call(r.key("softmax_bwd"), o, loc, [&] {
     auto kernel = [r](Ref yr, Ref dyr, Ref sr, Ref dx) {
       Value yf = yr().astype(DType::f32);
       dx() = (yf * (dyr().astype(DType::f32) - sr().reshape({r.br, 1}))).astype(dx.dtype());

@@ -14,6 +14,7 @@
 #include "tests/support/cache_dir.h"
 #include "tests/support/kernels.h"
 #include "tests/support/scoped_env.h"
+#include "tests/support/user_error.h"
 
 using namespace tessera;
 namespace pl = tessera;
@@ -24,13 +25,26 @@ namespace {
 // What reads the environment in a child process (see below): a pallas_call, which reads
 // TESSERA_NUM_THREADS and TESSERA_DMA (every launch does, until a read succeeds); a shard_map whose
 // kernel communicates, or one calling a host collective (a tessera kernel that communicates), which
-// read TESSERA_CHAOS_US.
-enum class Reader { call, collective_kernel, host_collective };
-constexpr const char* kReaderNames[] = {"call", "collective_kernel", "host_collective"};
+// read TESSERA_CHAOS_US; pl::num_threads() and pl::set_num_threads(0), which read
+// TESSERA_NUM_THREADS outside any call.
+enum class Reader { call, collective_kernel, host_collective, num_threads, set_num_threads };
+constexpr const char* kReaderNames[] = {"call", "collective_kernel", "host_collective", "num_threads", "set_num_threads"};
 
 // Runs `reader` and checks its result. `*line`: the line of the user's call that reads the
 // variables, where an invalid value is reported.
 void call_reading_environment(Reader reader, int* line) {
+  if (reader == Reader::num_threads) {
+    *line = __LINE__ + 1;
+    const int threads = pl::num_threads();  // outside CHECK, which would catch its error
+    CHECK(threads >= 1);
+    return;
+  }
+  if (reader == Reader::set_num_threads) {
+    *line = __LINE__ + 1;
+    pl::set_num_threads(0);
+    CHECK(pl::num_threads() >= 1);
+    return;
+  }
   if (reader == Reader::call) {
     auto copy = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x() + 1.0f; }, pl::GridSpec{},
                                 pl::ShapeDtype({4}, pl::f32));
@@ -121,6 +135,20 @@ TEST_SUITE("dsl") {
     CHECK_FALSE(make().interpreted());
   }
 
+  TEST_CASE("compiled: an invalid TESSERA_INTERPRET reached through a host collective points at the collective's line") {
+    // The collective keeps its call object per setting (dsl/kept_call.h): the read is the psum's.
+    pl::Mesh mesh({2}, {"i"});
+    const int line = __LINE__ + 1;
+    auto f = pl::shard_map([](const pl::Array& x) { return pl::psum(x, "i"); }, mesh, {pl::P("i")}, {pl::P("i")});
+    {
+      testing::ScopedEnv interpret("TESSERA_INTERPRET", "maybe");
+      testing::check_user_error_at(line, "compiled_test.cpp", [&] { (void)f(pl::Array::arange(2, pl::f32)); },
+                                   "TESSERA_INTERPRET=maybe");
+    }
+    const pl::Array out = f(pl::Array::arange(2, pl::f32));
+    CHECK(out.to_vector<float>() == std::vector<float>{1, 1});
+  }
+
   TEST_CASE("compiled: an invalid setting a call's compile reads points at the call's line") {
     // TESSERA_DUMP_IR is read whenever a kernel is lowered: by the first call for a signature.
     auto call = pl::pallas_call([](pl::Ref x, pl::Ref o) { o() = x(); }, pl::GridSpec{}, pl::ShapeDtype({4}, pl::f32));
@@ -195,7 +223,8 @@ TEST_SUITE("dsl") {
       const char* value;
       Reader reader;
     };
-    for (const Run& r : {Run{"TESSERA_NUM_THREADS", "abc", Reader::call}, Run{"TESSERA_DMA", "fast", Reader::call},
+    for (const Run& r : {Run{"TESSERA_NUM_THREADS", "abc", Reader::call}, Run{"TESSERA_NUM_THREADS", "0", Reader::num_threads},
+                         Run{"TESSERA_NUM_THREADS", "-2", Reader::set_num_threads}, Run{"TESSERA_DMA", "fast", Reader::call},
                          Run{"TESSERA_CHAOS_US", "abc", Reader::collective_kernel},
                          Run{"TESSERA_CHAOS_US", "abc", Reader::host_collective}}) {
       CAPTURE(r.name);

@@ -1,7 +1,8 @@
 // Host pl::Array misuse: every function that checks what it is given (the constructor and factories
 // with a shape, from_vector with a wrong element count, reshape, at, item, element_string, shape2, an
-// allocation the machine refuses) throws a UserError naming what is wrong and what was given, at the
-// caller's line (runtime/array.h).
+// allocation the machine refuses) and the arithmetic operators (a + b, a - b, a * b, a += b) throw a
+// UserError naming what is wrong and what was given, at the caller's line (runtime/array.h,
+// dsl/host_ops.h).
 #include <doctest/doctest.h>
 
 #include <initializer_list>
@@ -84,6 +85,32 @@ TEST_SUITE("dsl") {
     CHECK(A::full({1, 1}, 7, pl::i32).item_int() == 7);
     CHECK(x.element_string(5) == "5");
     CHECK(x.astype(pl::i32).to_vector<int32_t>() == std::vector<int32_t>{0, 1, 2, 3, 4, 5});
+  }
+
+  TEST_CASE("host arrays: arithmetic operators on arrays of two shapes or of semaphores fail at the expression's line") {
+    const A a = A::arange(6, pl::f32).reshape({2, 3}), b = A::arange(6, pl::f32), c = A::full({2, 3}, 1, pl::f32);
+    expect_error(__LINE__, [&] { (void)(a + b); }, {"array +: the shapes differ", "(2, 3) and (6,)", "combine arrays of one shape"});
+    expect_error(__LINE__, [&] { (void)(a - b); }, {"array -: the shapes differ", "(2, 3) and (6,)"});
+    expect_error(__LINE__, [&] { (void)(b * a); }, {"array *: the shapes differ", "(6,) and (2, 3)"});
+    expect_error(__LINE__, [&] { A acc = a; acc += b; }, {"array +=: the shapes differ", "(2, 3) and (6,)"});
+    // In a chain, on temporaries: the line of the expression all the same.
+    expect_error(__LINE__, [&] { (void)(a + c + b); }, {"array +: the shapes differ"});
+    expect_error(__LINE__, [&] { (void)(b * (a - c)); }, {"array *: the shapes differ", "(6,) and (2, 3)"});
+    expect_error(
+        __LINE__, [&] { (void)(a * A::from_vector(std::vector<int64_t>{3}, {}, pl::DType::sem)); },
+        {"array *: an array of semaphores holds counts, not numbers to compute with", "a () sem array", ".astype(pl::i64)"});
+    // A right operand that converts to an array (a shard_map's result, gathered): the same.
+    const pl::Mesh mesh({2}, {"i"});
+    auto identity = pl::shard_map([](const A& x) { return x; }, mesh, {pl::P("i")}, {pl::P("i")});
+    expect_error(__LINE__, [&] { (void)(a + identity(b)); }, {"array +: the shapes differ", "(2, 3) and (6,)"});
+    CHECK((b * identity(b)).at<float>({5}) == 25.0f);
+    // The same operators given arrays of one shape (and temporaries, and chains).
+    CHECK((a + c + c).at<float>({1, 2}) == 7.0f);
+    CHECK((a * (a - c)).at<float>({1, 0}) == 6.0f);
+    A acc = a;
+    acc += c;
+    acc += acc * c;
+    CHECK(acc.at<float>({0, 1}) == 4.0f);
   }
 
   TEST_CASE("host arrays: an allocation the machine refuses is an error at the line that asked for it") {

@@ -384,4 +384,17 @@ TEST_SUITE("ops") {
     CHECK_THROWS_WITH_AS(fa::flash_attention_bwd(q, k, k, q, pl::Array::zeros({1, 2, 47}, pl::f32), q),
                          Contains("flash_attention_bwd: o, dout and lse do not fit q"), UserError);
   }
+
+  TEST_CASE("attention: an invalid TESSERA_INTERPRET fails the op at the user's line, and the next call works") {
+    // The op's kept call reads the variable (dsl/kept_call.h): the error is the op's, at its line.
+    const pl::Shape s{1, 1, 32, 16};
+    const pl::Array q = pl::Array::random_normal(s, pl::f32, 23), k = pl::Array::random_normal(s, pl::f32, 24),
+                    v = pl::Array::random_normal(s, pl::f32, 25);
+    {
+      const testing::ScopedEnv interpret("TESSERA_INTERPRET", "maybe");
+      testing::check_user_error_at(__LINE__, "attention_test.cpp", [&] { (void)fa::flash_attention(q, k, v); },
+                                   "TESSERA_INTERPRET=maybe");
+    }
+    close_to_reference(fa::flash_attention(q, k, v), reference(q, k, v, {}).o, fwd_tol(pl::f32));
+  }
 }

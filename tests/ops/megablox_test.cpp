@@ -7,6 +7,7 @@
 
 #include "tests/support/kernels.h"
 #include "tests/support/scoped_env.h"
+#include "tests/support/user_error.h"
 
 using namespace tessera;
 namespace pl = tessera;
@@ -280,5 +281,20 @@ TEST_SUITE("ops") {
     const pl::Array rhs_shard = pl::dynamic_slice(pl::Array::random_normal({5, 32, 24}, pl::f32, 4), {1, 0, 0}, {3, 32, 24});
     const pl::Array shard = mb::gmm(lhs, rhs_shard, sizes_array(sizes), {.tiling = mb::Tiling{8, 32, 24}, .group_offset = 1});
     CHECK(pl::allclose(shard, naive_gmm(lhs, rhs_shard, sizes, 1, false, nullptr, pl::f32), 1e-4, 1e-4));
+  }
+
+  TEST_CASE("megablox: an invalid TESSERA_INTERPRET fails gmm at the user's line, and the next call works") {
+    // gmm's kept call reads the variable (dsl/kept_call.h): the error is gmm's, at its line.
+    const std::vector<int32_t> sizes{8, 0, 24};
+    const pl::Array lhs = pl::Array::random_normal({32, 16}, pl::f32, 26);
+    const pl::Array rhs = pl::Array::random_normal({3, 16, 8}, pl::f32, 27);
+    const mb::GmmOptions o{.tiling = mb::Tiling{8, 16, 8}};
+    {
+      const testing::ScopedEnv interpret("TESSERA_INTERPRET", "maybe");
+      testing::check_user_error_at(__LINE__, "megablox_test.cpp", [&] { (void)mb::gmm(lhs, rhs, sizes_array(sizes), o); },
+                                   "TESSERA_INTERPRET=maybe");
+    }
+    const pl::Array want = naive_gmm(lhs, rhs, sizes, 0, false, nullptr, pl::f32);
+    CHECK(pl::allclose(mb::gmm(lhs, rhs, sizes_array(sizes), o), want, 1e-4, 1e-4));
   }
 }

@@ -14,6 +14,7 @@
 #include "tests/ops/reference_check.h"
 #include "tests/support/user_error.h"
 #include "tests/support/kernels.h"
+#include "tests/support/scoped_env.h"
 
 using namespace tessera;
 namespace pl = tessera;
@@ -422,5 +423,16 @@ TEST_SUITE("ops") {
     const nm::CrossEntropy c = nm::cross_entropy(x, labels);
     CHECK_THROWS_WITH_AS(nm::cross_entropy_bwd(x, labels, c.lse, pl::Array::zeros({4}, pl::bf16)),
                          Contains("cross_entropy_bwd: 'dloss' must be f32 of shape (4) (one per row)"), UserError);
+  }
+
+  TEST_CASE("norms: an invalid TESSERA_INTERPRET fails the op at the user's line, and the next call works") {
+    // The op's kept call reads the variable (dsl/kept_call.h): the error is the op's, at its line.
+    const pl::Array x = pl::Array::random_normal({4, 8}, pl::f32, 21), g = pl::Array::random_normal({8}, pl::f32, 22);
+    {
+      const testing::ScopedEnv interpret("TESSERA_INTERPRET", "maybe");
+      testing::check_user_error_at(__LINE__, "norms_test.cpp", [&] { (void)nm::rms_norm(x, g); }, "TESSERA_INTERPRET=maybe");
+      testing::check_user_error_at(__LINE__, "norms_test.cpp", [&] { (void)nm::softmax(x); }, "TESSERA_INTERPRET=maybe");
+    }
+    close_to_reference(nm::rms_norm(x, g), norm_reference(false, x, g, nullptr, 1e-6).y, 1e-5);
   }
 }

@@ -24,4 +24,19 @@ void check_user_error(F&& f, std::string_view problem, std::string_view given, s
   }
 }
 
+// Runs `f`, which must throw a UserError whose message holds `words` and which points at `line` of
+// `file` (the statement of the user's that made the failing call).
+template <class F>
+void check_user_error_at(int line, std::string_view file, F&& f, std::string_view words) {
+  try {
+    f();
+    FAIL("expected a UserError");
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    CHECK_MESSAGE(what.find(words) != std::string::npos, "missing `" << words << "` in:\n" << what);
+    CHECK_MESSAGE(e.loc().line == static_cast<uint32_t>(line), what);
+    CHECK_MESSAGE(e.loc().str().find(file) != std::string::npos, what);
+  }
+}
+
 }  // namespace tessera::testing
