@@ -26,8 +26,10 @@ enum class From { compiler, disk, other };
 std::pair<From, std::string> fresh_compile(float factor) {
   const std::string log = testing::capture_stderr([&] {
     setenv("TESSERA_LOG", "cache", 1);
+    pl::CallOptions options;
+    options.name = "disk_cache_scaled";
     auto call = pl::pallas_call([factor](pl::Ref x, pl::Ref o) { o() = x() * factor + 1.0f; }, pl::GridSpec{},
-                                pl::ShapeDtype({16}, pl::f32), {.name = "disk_cache_scaled"});
+                                pl::ShapeDtype({16}, pl::f32), options);
     CHECK(call(pl::Array::arange(16, pl::f32)).at<float>({3}) == 3.0f * factor + 1.0f);
   });
   unsetenv("TESSERA_LOG");
