@@ -6,11 +6,11 @@
 
 #include "dsl/control.h"
 #include "dsl/host_ops.h"
-#include "dsl/kept_call.h"
 #include "dsl/pallas_call.h"
 #include "dsl/profile.h"
 #include "dsl/ref.h"
 #include "dsl/value.h"
+#include "ops/library_call.h"
 #include "ops/megablox/group_metadata.h"
 
 namespace tessera::megablox {
@@ -304,14 +304,6 @@ auto kernel_with_existing(const KernelConfig& c) {
   };
 }
 
-// Calls are kept per specialisation (detail::kept_call), so a training loop traces and compiles each
-// shape (and step count) once. Interpreted calls carry their own parameters and are made afresh.
-PallasCall<Array> cached_call(const std::string& key, std::source_location loc,
-                              const std::function<PallasCall<Array>()>& make, bool memoise) {
-  if (!memoise) return make();
-  return tessera::detail::kept_call<PallasCall<Array>>(key, loc, make);
-}
-
 std::string config_key(const char* api, const KernelConfig& c, const std::vector<int64_t>& grid) {
   return fmt::format("{} t=({},{},{}) k_rem={} T={} ex={} in={} out={} grid=({})", api, c.t.tm, c.t.tk, c.t.tn, c.k_rem,
                      c.transpose_rhs, c.existing, dtype_name(c.input), dtype_name(c.out), fmt::join(grid, ","));
@@ -414,13 +406,12 @@ Array launch(const char* name, const KernelConfig& c, const Plan& p, std::vector
                               .in_specs = std::move(in_specs),
                               .out_specs = {out_spec},
                               .scratch_shapes = {VMEM(std::move(acc_shape), DType::f32)}};
-  PallasCall<Array> call = cached_call(
-      config_key(name, c, grid), loc,
-      [&] {
+  // Kept per specialisation, so a training loop traces and compiles each shape (and step count) once.
+  PallasCall<Array> call = ops::memoised_call<PallasCall<Array>>(
+      config_key(name, c, grid), interpret, /*check_against_interpreter=*/false, loc, [&] {
         return c.existing ? pallas_call(kernel_with_existing<Body>(c), spec, out_shape, opts, loc)
                           : pallas_call(kernel_without_existing<Body>(c), spec, out_shape, opts, loc);
-      },
-      !interpret.has_value());
+      });
   std::vector<Array> args{i32_array(p.md.group_offsets), i32_array(p.md.group_ids), i32_array(p.md.m_tile_ids),
                           i32_array({static_cast<int32_t>(p.start_group)}), lhs, rhs};
   if (c.existing) args.push_back(*existing);
