@@ -180,23 +180,26 @@ llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t row
   const int64_t slots = cache->second.slots;
   // The slot is the block's (row, column) position in the parameter, row-major over blocks: blocks
   // `minor` bytes apart along the contiguous dim and `major` bytes apart along the strided one, whose
-  // rows are `line` bytes long. Distinct blocks of one parameter land in distinct slots while they fit.
+  // rows are `line` bytes long, counted from the parameter's start (not from address 0: an array
+  // that starts inside a `major` would have the blocks of one row straddle two, and two blocks of one
+  // matrix share a slot). Distinct blocks of one matrix land in distinct slots.
   const int64_t size = dtype_size(x.dtype);
   const bool row_major = x.ld >= x.cs;
   const int64_t line = std::max<int64_t>((row_major ? x.ld : x.cs) * size, 1);
   const int64_t minor = std::max<int64_t>(row_major ? cols * x.cs * size : rows * x.ld * size, 1);
   const int64_t major = std::max<int64_t>(row_major ? rows * x.ld * size : cols * x.cs * size, 1);
   llvm::Value* per_line = b_.getInt64(std::max<int64_t>(line / minor, 1));
-  auto slot_of = [&](llvm::Value* address) {
-    return b_.CreateAnd(b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(address, b_.getInt64(major)), per_line),
-                                     b_.CreateUDiv(b_.CreateURem(address, b_.getInt64(line)), b_.getInt64(minor))),
+  auto slot_of = [&](llvm::Value* from_start) {
+    return b_.CreateAnd(b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(from_start, b_.getInt64(major)), per_line),
+                                     b_.CreateUDiv(b_.CreateURem(from_start, b_.getInt64(line)), b_.getInt64(minor))),
                         b_.getInt64(slots - 1));
   };
   auto buffer = [&](llvm::Value* slot) {
     return b_.CreateInBoundsGEP(b_.getInt8Ty(), buffers, b_.CreateMul(slot, b_.getInt64(bytes)));
   };
-  llvm::Value* address = b_.CreatePtrToInt(x.ptr, b_.getInt64Ty());
-  llvm::Value* slot = slot_of(address);
+  llvm::Value* start = b_.CreatePtrToInt(ref(r.root).base, b_.getInt64Ty());
+  llvm::Value* offset = b_.CreateSub(b_.CreatePtrToInt(x.ptr, b_.getInt64Ty()), start);
+  llvm::Value* slot = slot_of(offset);
   llvm::Value* key_slot = b_.CreateInBoundsGEP(b_.getPtrTy(), keys, slot);
   llvm::Value* copy = buffer(slot);
   if (spread) {
@@ -215,8 +218,9 @@ llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t row
   pack(copy);
   b_.CreateStore(x.ptr, key_slot);
   if (spread) {
-    llvm::Value* next_address = b_.CreateAdd(address, b_.getInt64(next));
-    emit_spread_prefetch_start(b_, *spread, b_.CreateIntToPtr(next_address, b_.getPtrTy()), buffer(slot_of(next_address)));
+    llvm::Value* next_offset = b_.CreateAdd(offset, b_.getInt64(next));
+    emit_spread_prefetch_start(b_, *spread, b_.CreateGEP(b_.getInt8Ty(), x.ptr, b_.getInt64(next)),
+                               buffer(slot_of(next_offset)));
   }
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
