@@ -186,7 +186,7 @@ struct CTile {
 // Issues the next `count` lines of the queue, if any are left, and moves it on.
 void issue_spread_prefetch(llvm::IRBuilderBase& b, const SpreadPrefetch& p, int64_t count) {
   llvm::StructType* st = spread_prefetch_state_type(b.getContext());
-  llvm::Value* cursor_at = b.CreateStructGEP(st, p.state, 2);
+  llvm::Value* cursor_at = b.CreateStructGEP(st, p.state, 3);
   llvm::Value* cursor = b.CreateLoad(b.getInt64Ty(), cursor_at);
   llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::BasicBlock* issue = llvm::BasicBlock::Create(b.getContext(), "prefetch", f);
@@ -195,8 +195,23 @@ void issue_spread_prefetch(llvm::IRBuilderBase& b, const SpreadPrefetch& p, int6
   b.SetInsertPoint(issue);
   llvm::Function* prefetch =
       llvm::Intrinsic::getDeclaration(f->getParent(), llvm::Intrinsic::prefetch, {b.getPtrTy()});
-  llvm::Value* source = b.CreateLoad(b.getPtrTy(), b.CreateStructGEP(st, p.state, 0));
-  llvm::Value* packed = b.CreateLoad(b.getPtrTy(), b.CreateStructGEP(st, p.state, 1));
+  llvm::Value* source = b.CreateLoad(b.getPtrTy(), b.CreateStructGEP(st, p.state, 1));
+  llvm::Value* packed = b.CreateLoad(b.getPtrTy(), b.CreateStructGEP(st, p.state, 2));
+  // No source: the block is packed already, and the next dot reads its slot, from L2 once fetched
+  // (the same dot fetching the slot for writing as well measured 1-2% slower).
+  llvm::BasicBlock* packed_only = llvm::BasicBlock::Create(b.getContext(), "prefetch.slot", f);
+  llvm::BasicBlock* both = llvm::BasicBlock::Create(b.getContext(), "prefetch.block", f);
+  b.CreateCondBr(b.CreateIsNull(source), packed_only, both);
+  b.SetInsertPoint(packed_only);
+  for (int64_t u = 0; u < count; ++u) {
+    llvm::Value* d =
+        b.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b.CreateAdd(cursor, i64(b, u)), i64(b, p.packed_bytes / 64 - 1));
+    b.CreateCall(prefetch, {b.CreateGEP(b.getInt8Ty(), packed, b.CreateMul(d, i64(b, 64))), b.getInt32(0),
+                            b.getInt32(2), b.getInt32(1)});
+  }
+  b.CreateStore(b.CreateAdd(cursor, i64(b, count)), cursor_at);
+  b.CreateBr(done);
+  b.SetInsertPoint(both);
   const int64_t run_lines = (p.run_bytes + 63) / 64, source_lines = p.runs * run_lines;
   for (int64_t u = 0; u < count; ++u) {
     llvm::Value* line = b.CreateAdd(cursor, i64(b, u));
@@ -723,15 +738,30 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
 llvm::StructType* spread_prefetch_state_type(llvm::LLVMContext& context) {
   llvm::Type* ptr = llvm::PointerType::get(context, 0);
   llvm::Type* i64t = llvm::Type::getInt64Ty(context);
-  return llvm::StructType::get(context, {ptr, ptr, i64t});
+  return llvm::StructType::get(context, {ptr, ptr, ptr, i64t});
 }
 
-void emit_spread_prefetch_start(llvm::IRBuilderBase& b, const SpreadPrefetch& p, llvm::Value* source,
-                                llvm::Value* packed) {
+void emit_spread_prefetch_init(llvm::IRBuilderBase& b, const SpreadPrefetch& p) {
   llvm::StructType* st = spread_prefetch_state_type(b.getContext());
-  b.CreateStore(source, b.CreateStructGEP(st, p.state, 0));
-  b.CreateStore(packed, b.CreateStructGEP(st, p.state, 1));
-  b.CreateStore(i64(b, 0), b.CreateStructGEP(st, p.state, 2));
+  b.CreateStore(llvm::ConstantPointerNull::get(b.getPtrTy()), b.CreateStructGEP(st, p.state, 0));
+  b.CreateStore(i64(b, INT64_MAX), b.CreateStructGEP(st, p.state, 3));
+}
+
+void emit_spread_prefetch_queue(llvm::IRBuilderBase& b, const SpreadPrefetch& p, llvm::Value* block,
+                                llvm::Value* source, llvm::Value* packed) {
+  llvm::StructType* st = spread_prefetch_state_type(b.getContext());
+  llvm::Value* block_at = b.CreateStructGEP(st, p.state, 0);
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  llvm::BasicBlock* start = llvm::BasicBlock::Create(b.getContext(), "prefetch.queue", f);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(b.getContext(), "prefetch.queued", f);
+  b.CreateCondBr(b.CreateICmpNE(b.CreateLoad(b.getPtrTy(), block_at), block), start, done);
+  b.SetInsertPoint(start);
+  b.CreateStore(block, block_at);
+  b.CreateStore(source, b.CreateStructGEP(st, p.state, 1));
+  b.CreateStore(packed, b.CreateStructGEP(st, p.state, 2));
+  b.CreateStore(i64(b, 0), b.CreateStructGEP(st, p.state, 3));
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
 }
 
 void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const MatrixOperand& bm, llvm::Value* packed,

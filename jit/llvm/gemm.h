@@ -89,9 +89,9 @@ int64_t gemm_packed_a_bytes(const CpuTarget& target, DType a, DType b, int64_t m
 // that would stall the core on its fill buffers: the next block of B as its packing will read it
 // (`runs` runs of `run_bytes` bytes, `stride_bytes` apart, into L2) and the packed slot it will be
 // written to (`packed_bytes`, for writing, so that the pack's stores find their lines owned rather
-// than each waiting for memory). `state` is the queue, in memory for the whole kernel run:
-// {ptr source, ptr packed, i64 next line}; a dot that packs a block sets it
-// (emit_spread_prefetch_start), and the queue is empty once the next line reaches the end.
+// than each waiting for memory); or, when that block is packed already (no source), its slot's
+// lines, which the next dot reads. `state` is the queue, in memory for the whole kernel run:
+// {ptr block, ptr source, ptr packed, i64 next line}, empty once the next line reaches the end.
 struct SpreadPrefetch {
   llvm::Value* state;
   int64_t runs, run_bytes, stride_bytes, packed_bytes;
@@ -99,9 +99,12 @@ struct SpreadPrefetch {
 };
 // The LLVM type of SpreadPrefetch::state.
 llvm::StructType* spread_prefetch_state_type(llvm::LLVMContext& context);
-// Starts the queue over the block at `source` and its slot at `packed`.
-void emit_spread_prefetch_start(llvm::IRBuilderBase& b, const SpreadPrefetch& p, llvm::Value* source,
-                                llvm::Value* packed);
+// Makes the queue empty, holding no block (at the kernel's entry).
+void emit_spread_prefetch_init(llvm::IRBuilderBase& b, const SpreadPrefetch& p);
+// Starts the queue over `block`, read from `source` (null: packed already) and packed at `packed`,
+// unless it holds that block already (another dot on the same block asked first).
+void emit_spread_prefetch_queue(llvm::IRBuilderBase& b, const SpreadPrefetch& p, llvm::Value* block,
+                                llvm::Value* source, llvm::Value* packed);
 
 // C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes, any
 // strides), C an f32 matrix with leading dim ldc. B is packed into panels of gemm_tile(target).panel()
