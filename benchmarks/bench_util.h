@@ -53,16 +53,20 @@ inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200
 // their times and the median of the pairs' ratios (b's time over a's: a's speed relative to b's).
 // On a host whose speed drifts (a shared VM: up to 2x within a second), two medians taken one after
 // the other compare the drift as much as the code; pairs of neighbouring calls compare the code.
+// `between`, if given, runs untimed before every call (settle, when one side is a library whose
+// workers spin after a call).
 struct Paired {
   Stats a, b;
   double ratio = 0;
 };
-inline Paired paired(const std::function<void()>& a, const std::function<void()>& b, int runs) {
+inline Paired paired(const std::function<void()>& a, const std::function<void()>& b, int runs,
+                     const std::function<void()>& between = {}) {
   a();
   b();
   Paired p;
   std::vector<double> ratios;
-  auto timed = [](const std::function<void()>& call, Stats& s) {
+  auto timed = [&](const std::function<void()>& call, Stats& s) {
+    if (between) between();
     const double t0 = now();
     call();
     s.seconds.push_back(now() - t0);

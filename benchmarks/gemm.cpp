@@ -14,6 +14,12 @@
 // --shape keeps only the shapes whose name contains TEXT ("512", "decode"), --dtype only one dtype's
 // rows (tessera's and its baselines'; the peak loops are skipped): quicker comparisons.
 //
+// A tessera row's ratio to its baseline is the median of the ratios of `runs` pairs of neighbouring
+// calls, tessera's and the baseline's (which goes first alternates, a pause before each call lets
+// the libraries' spinning workers sleep); its figure is the median of its own calls in those pairs.
+// The baseline's row is its own run of calls, so the two rows' figures may disagree with the ratio
+// by the host's drift between them.
+//
 // Each shape ends with a note per tessera row: its scaling from 1 to 2 threads measured in pairs,
 // a 2-thread call next to a 1-thread call, the median of the pairs' ratios. The rows' own 1- and
 // 2-thread medians are taken seconds apart, and on a host whose speed drifts (a shared VM) their
@@ -220,6 +226,16 @@ int main(int argc, char** argv) {
                           baseline.empty() ? "" : baseline + ", " + t)
             .value;
       };
+      // A tessera row against its baseline: called in turn with the baseline's call, a pause before
+      // each (the libraries' workers spin after a call), its ratio the median of the pairs' ratios.
+      auto paired_rate = [&](const std::string& name, const std::function<void()>& f, const std::string& baseline,
+                             const std::function<void()>& baseline_call, const char* unit = "GFLOP/s") {
+        if (!baseline_call) return rate(name, f, {}, unit);
+        const bench::Paired pr = bench::paired(f, baseline_call, runs, bench::settle);
+        bench::Row& row = r.add_rate(name + ", " + t, pr.a, flops, 1e-9, unit, baseline + ", " + t);
+        row.ratio = pr.ratio;
+        return row.value;
+      };
       auto versus_peak = [&](const std::string& name, double value, const std::map<int, double>& p, const char* what) {
         if (auto it = p.find(threads); it != p.end())
           r.note(fmt::format("{}, {}: {:.0f}% of the {} peak", name, t, 100 * value / it->second, what));
@@ -227,11 +243,13 @@ int main(int argc, char** argv) {
       openblas_set_num_threads(threads);
       pl::set_num_threads(threads);
       // f32
-      if (wanted("f32") || wanted("bf16")) {
-        const double blas = rate("OpenBLAS sgemm f32", [&] { bench::sgemm(x32.data_as<float>(), y32.data_as<float>(), c.data(), s.m, s.k, s.n); });
-        versus_peak("OpenBLAS sgemm f32", blas, peak_f32, "f32");
-      }
+      const std::function<void()> blas_f32 = [&] {
+        bench::sgemm(x32.data_as<float>(), y32.data_as<float>(), c.data(), s.m, s.k, s.n);
+      };
+      if (wanted("f32") || wanted("bf16"))
+        versus_peak("OpenBLAS sgemm f32", rate("OpenBLAS sgemm f32", blas_f32), peak_f32, "f32");
       std::string bf16_base = "OpenBLAS sgemm f32", int8_base;
+      std::function<void()> bf16_base_call = blas_f32, int8_base_call;
 #if TESSERA_BENCH_DNNL
       omp_set_num_threads(threads);
       using dt = dnnl::memory::data_type;
@@ -241,29 +259,32 @@ int main(int argc, char** argv) {
       if (wanted("bf16"))
         versus_peak("oneDNN matmul bf16 in, f32 out", rate("oneDNN matmul bf16 in, f32 out", dnnl_bf16), peak_bf16, "bf16");
       bf16_base = "oneDNN matmul bf16 in, f32 out";
+      bf16_base_call = dnnl_bf16;
       if (run_int8) {
         DnnlMatmul dnnl_s8(s.m, s.k, s.n, dt::s8, dt::s32, x8.data(), y8.data(), c32.data());
         rate("oneDNN matmul s8 in, s32 out", dnnl_s8, {}, "GOP/s");
         int8_base = "oneDNN matmul s8 in, s32 out";
+        int8_base_call = dnnl_s8;
       }
       if (threads == 1)
         r.note(fmt::format("oneDNN implementations: f32 {}, bf16 {}", dnnl_f32.impl(), dnnl_bf16.impl()));
 #endif
       if (wanted("f32")) {
         auto f32_call = seed::make_matmul(s.m, s.k, s.n, pl::f32, {}, s.blocks);
-        const double f32 = rate("tessera f32", [&] { f32_call(x32, y32); }, "OpenBLAS sgemm f32");
+        const double f32 = paired_rate("tessera f32", [&] { f32_call(x32, y32); }, "OpenBLAS sgemm f32", blas_f32);
         versus_peak("tessera f32", f32, peak_f32, "f32");
       }
       if (wanted("bf16")) {
         auto bf16_call = seed::make_matmul(s.m, s.k, s.n, pl::f32, {}, s.blocks);
-        const double bf16 = rate("tessera bf16 in, f32 acc, f32 out", [&] { bf16_call(x16, y16); }, bf16_base);
+        const double bf16 =
+            paired_rate("tessera bf16 in, f32 acc, f32 out", [&] { bf16_call(x16, y16); }, bf16_base, bf16_base_call);
         versus_peak("tessera bf16 in, f32 acc, f32 out", bf16, peak_bf16, "bf16");
       }
       if (run_int8) {
         seed::Blocks b8 = s.blocks;
         b8.acc = pl::i32;
         auto i8_call = seed::make_matmul(s.m, s.k, s.n, pl::i32, {}, b8);
-        rate("tessera int8 in, i32 acc, i32 out", [&] { i8_call(x8, y8); }, int8_base, "GOP/s");
+        paired_rate("tessera int8 in, i32 acc, i32 out", [&] { i8_call(x8, y8); }, int8_base, int8_base_call, "GOP/s");
       }
     }
     // Scaling from 1 to 2 threads, in pairs of neighbouring calls (see the top of the file).
