@@ -40,7 +40,7 @@ bool Emitter::store_dot(const ir::Op& op) {
     return false;
   // The micro-kernels write f32 C, and i32 C for the int8 tile.
   const ir::DotOperands dot = ir::dot_operands(fn_.ops[std::get<TensorCg>(cg).dot]);
-  const bool int8_tile = gemm_int8_quads(target_, fn_.type(dot.lhs).dtype, fn_.type(dot.rhs).dtype);
+  const bool int8_tile = gemm_int8_tiles(target_, fn_.type(dot.lhs).dtype, fn_.type(dot.rhs).dtype);
   if (r.dtype != DType::f32 && !(r.dtype == DType::i32 && int8_tile)) return false;
   // The dot's operands must not read the target (the GEMM writes it while reading them).
   if (tensor(value).roots.count(r.root)) return false;
@@ -62,7 +62,7 @@ void Emitter::emit_dot_accumulate(ir::OpId id) {
   const Type type = fn_.type(target).value_type();
   // The GEMM accumulates in place into a row-major f32 matrix (i32 for the int8 tile), unless an
   // operand still reads the target (the GEMM writes it while reading them).
-  const bool int8_tile = gemm_int8_quads(target_, fn_.type(lhs).dtype, fn_.type(rhs).dtype);
+  const bool int8_tile = gemm_int8_tiles(target_, fn_.type(lhs).dtype, fn_.type(rhs).dtype);
   const bool in_place = (r.dtype == DType::f32 || (r.dtype == DType::i32 && int8_tile)) &&
                         r.shape.size() == 2 && r.strides[1] == 1 &&
                         !tensor(lhs).roots.count(r.root) && !tensor(rhs).roots.count(r.root);
@@ -336,22 +336,28 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
     a_ops = arrange(lhs, lt, lorder, M, K);
     b_ops = arrange(rhs, rt_, rorder, K, N);
   }
-  // The int8 tile writes i32 C (a dot stored or accumulated into an i32 ref, or the temporary).
-  const bool quads = acc == DType::i32 && gemm_int8_quads(target_, lt.dtype, rt_.dtype) &&
-                     (!into || into->dtype == DType::i32);
-  const bool tiles = acc == DType::f32 || quads;
+  // The int8 tiles write i32 C (a dot stored or accumulated into an i32 ref, or the temporary).
+  const bool int8_tiles = acc == DType::i32 && gemm_int8_tiles(target_, lt.dtype, rt_.dtype) &&
+                          (!into || into->dtype == DType::i32);
+  const bool tiles = acc == DType::f32 || int8_tiles;
   const int64_t packed_bytes = tiles ? gemm_packed_b_bytes(target_, lt.dtype, rt_.dtype, N, K) : 0;
   llvm::Value* packed = nullptr;
   llvm::Value* packed_a = tiles ? temp(gemm_packed_a_bytes(target_, lt.dtype, rt_.dtype, M, K)) : nullptr;
   bool b_packed = false;
   std::optional<SpreadPrefetch> spread_prefetch;
   if (tiles && B == 1 && strided_views) {
-    // A block of a parameter is packed once per kernel run: B always, an A the f32 tile converts.
+    // A block of a parameter is packed once per kernel run: B always, an A the f32 tile converts
+    // or the vpmaddwd tile widens.
     if (acc == DType::f32 && !pairs && !gemm_f32_reads_a_in_place(a_ops[0]))
       if (llvm::Value* dense = cached_pack(lhs, a_ops[0], M, K, M * K * 4, "dense f32", [&](llvm::Value* to) {
             emit_pack_dense(b_, a_ops[0], to, M, K, DType::f32);
           }))
         a_ops[0] = MatrixOperand{dense, DType::f32, K};
+    if (int8_tiles && gemm_int8_words(target_, lt.dtype, rt_.dtype))
+      if (llvm::Value* words = cached_pack(lhs, a_ops[0], M, K, M * K * 2, "dense i16", [&](llvm::Value* to) {
+            emit_pack_dense(b_, a_ops[0], to, M, K, DType::i16);
+          }))
+        a_ops[0] = MatrixOperand{words, DType::i16, K};
     // The next block of B along k, which the next grid step most likely packs, is fetched while
     // this dot runs: by the f32 micro-tiles, spread through their k loops together with the slot
     // it will be packed into; elsewhere in one burst after the pack.
@@ -359,7 +365,8 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
     const int64_t next = K * b_ops[0].ld;
     if (acc == DType::f32 && !pairs && runs.runs > 0)
       spread_prefetch = SpreadPrefetch{nullptr, runs.runs, runs.run_bytes, runs.stride, packed_bytes};
-    // The packing of B depends on A's dtype too (f32 panels, bf16 pairs or int8 quads).
+    // The packing of B depends on A's dtype too (f32 panels, bf16 pairs, int8 quads or
+    // the words of a widened int8; the target decides between the last two).
     packed = cached_pack(
         rhs, b_ops[0], K, N, packed_bytes,
         "B " + std::string(dtype_name(b_ops[0].dtype)) + " for " + std::string(dtype_name(lt.dtype)),
@@ -385,7 +392,7 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
     if (acc == DType::f32)
       emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed,
                     spread_prefetch ? &*spread_prefetch : nullptr);
-    else if (quads) emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed);
+    else if (int8_tiles) emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed);
     else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);
   }
   if (into) return {};

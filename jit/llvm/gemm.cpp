@@ -281,10 +281,18 @@ void zero_padding_groups(llvm::IRBuilderBase& b, llvm::Value* packed, int64_t pa
 // steps), zero where 2 kp + e >= k (an odd k's last pair, the padding pairs) or the column is past n.
 // One 64-byte load then holds 16 columns' pairs, the layout vdpbf16ps multiplies against an A pair
 // broadcast to every lane, and 16 pairs of 16 columns are an AMX B tile (jit/llvm/amx_plan.h).
+// An i8 B is packed the same way, each element sign-extended to 16 bits: the layout of the words
+// tile's vpmaddwd (micro_tile_words).
 void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, int64_t n, int64_t k,
                   int64_t panel) {
   const int64_t full = n / panel, rest = n % panel, k2 = packed_b_groups(k, 2);
   llvm::Type* i16 = b.getInt16Ty();
+  const bool widen = bm.dtype == DType::i8;
+  llvm::Type* source = widen ? b.getInt8Ty() : i16;
+  auto load16 = [&](llvm::Type* t16, llvm::Type* t, llvm::Value* address) {
+    llvm::Value* v = b.CreateAlignedLoad(t, address, llvm::Align(widen ? 1 : 2));
+    return widen ? b.CreateSExt(v, t16) : v;
+  };
   auto pair = [&](llvm::Value* kp, bool odd_tail) {
     llvm::Value* k0 = b.CreateMul(kp, i64(b, 2));
     prefetch_row(b, bm, b.CreateAdd(k0, i64(b, kPrefetchRows)), n);
@@ -294,9 +302,10 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
       if (cols == panel && !odd_tail && bm.rows_contiguous()) {
         // A whole pair of a full panel as vectors: its 2 row loads interleaved into one store.
         auto* row_vec = llvm::FixedVectorType::get(i16, panel);
+        auto* source_vec = llvm::FixedVectorType::get(source, panel);
         llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
-        llvm::Value* lo = b.CreateAlignedLoad(row_vec, address_of(b, bm, k0, col0), llvm::Align(2));
-        llvm::Value* hi = b.CreateAlignedLoad(row_vec, address_of(b, bm, b.CreateAdd(k0, i64(b, 1)), col0), llvm::Align(2));
+        llvm::Value* lo = load16(row_vec, source_vec, address_of(b, bm, k0, col0));
+        llvm::Value* hi = load16(row_vec, source_vec, address_of(b, bm, b.CreateAdd(k0, i64(b, 1)), col0));
         std::vector<int> interleave(2 * panel);
         for (int64_t j = 0; j < panel; ++j)
           for (int64_t e = 0; e < 2; ++e) interleave[2 * j + e] = static_cast<int>(e * panel + j);
@@ -308,7 +317,7 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
         llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j));
         for (int64_t e = 0; e < 2; ++e) {
           llvm::Value* v = b.getInt16(0);
-          if (j < cols && !(odd_tail && e == 1)) v = b.CreateLoad(i16, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col));
+          if (j < cols && !(odd_tail && e == 1)) v = load16(i16, source, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col));
           b.CreateStore(v, b.CreateInBoundsGEP(i16, packed, b.CreateAdd(dst_row, i64(b, 2 * j + e))));
         }
       }
@@ -324,14 +333,14 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
 // The k loop of the tiles on packed k groups (vdpbf16ps pairs, vpdpbusd quads): B's `group` rows of
 // each column were packed side by side, so one `bvec` load (4 bytes a column) per vector holds a
 // group of k for `width` columns; A's group of row r is one 32-bit word broadcast by `a_vector`
-// (`present` < group only for the last, partial group of k); `dot(acc, a, b)` folds a group into
-// each accumulator (`dot(acc, b, a)` with `b_first`). A's rows must be contiguous
-// (rows_contiguous_a). Returns the accumulators after all of k.
-template <class AVector>
+// (`present` < group only for the last, partial group of k); `fold(acc, a, b)` folds a group into
+// each accumulator. A's rows must be contiguous (rows_contiguous_a). Returns the accumulators after
+// all of k.
+template <class AVector, class Fold>
 std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a,
                                        llvm::Value* panel_ptr, llvm::Value* i, int64_t rows, int64_t vectors, int64_t k,
-                                       int64_t group, llvm::Type* bvec, llvm::Function* dot, const AVector& a_vector,
-                                       std::vector<llvm::Value*> init, bool b_first = false) {
+                                       int64_t group, llvm::Type* bvec, const Fold& fold, const AVector& a_vector,
+                                       std::vector<llvm::Value*> init) {
   const int64_t width = tile.width;
   auto step = [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur, int64_t present) {
     llvm::Value* row_base = b.CreateMul(kg, i64(b, tile.panel() * 4));  // bytes
@@ -345,9 +354,7 @@ std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& t
       llvm::Value* index =
           b.CreateAdd(b.CreateMul(b.CreateAdd(i, i64(b, r)), i64(b, a.ld)), b.CreateMul(kg, i64(b, group)));
       llvm::Value* av = a_vector(element_address(b, a.dtype, a.ptr, index), present);
-      for (int64_t v = 0; v < vectors; ++v)
-        next[r * vectors + v] =
-            b.CreateCall(dot, {cur[r * vectors + v], b_first ? bv[v] : av, b_first ? av : bv[v]});
+      for (int64_t v = 0; v < vectors; ++v) next[r * vectors + v] = fold(cur[r * vectors + v], av, bv[v]);
     }
     return next;
   };
@@ -377,8 +384,41 @@ void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
                             : b.CreateZExt(b.CreateLoad(b.getInt16Ty(), address), b.getInt32Ty());
     return b.CreateBitCast(b.CreateVectorSplat(width, word), pairs);
   };
+  auto fold = [&](llvm::Value* acc, llvm::Value* av, llvm::Value* bv) { return b.CreateCall(dot, {acc, av, bv}); };
   const std::vector<llvm::Value*> acc =
-      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, pairs, dot, a_pair, ct.load(accumulate));
+      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, pairs, fold, a_pair, ct.load(accumulate));
+  ct.store(acc);
+}
+
+// ---- int8 x int8 on vpmaddwd, for targets without VNNI ----
+// One micro-tile of i32 C: B is pair-packed (pack_b_pairs) with each byte sign-extended to 16 bits,
+// A a dense i16 copy (its bytes sign-extended once per dot or per block, codegen_dot.cpp), a pair of
+// row r one 32-bit broadcast. vpmaddwd multiplies the 16-bit halves and adds each pair into one i32
+// lane, exactly (two products of at most 2^14 each), and vpaddd adds it to the accumulator, wrapping
+// as the interpreter's i32 sums do: results equal the interpreter's bit for bit. Two instructions
+// per pair of k and vector, where vpdpbusd takes one per quad; the bytes' products in 8-bit form
+// (vpmaddubsw) would saturate their 16-bit pair sums.
+void micro_tile_words(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
+                      int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
+                      int64_t rows, int64_t cols) {
+  llvm::Type* i32 = b.getInt32Ty();
+  CTile ct(b, c, ldc, col0, i, rows, cols, tile.width, i32);
+  const int64_t width = tile.width, vectors = ct.vectors;
+  auto* words = llvm::FixedVectorType::get(b.getInt16Ty(), 2 * width);
+  llvm::Function* madd = llvm::Intrinsic::getDeclaration(
+      b.GetInsertBlock()->getModule(),
+      width == 16 ? llvm::Intrinsic::x86_avx512_pmaddw_d_512 : llvm::Intrinsic::x86_avx2_pmadd_wd);
+  auto a_pair = [&](llvm::Value* address, int64_t present) {
+    llvm::Value* word = present == 2
+                            ? static_cast<llvm::Value*>(b.CreateAlignedLoad(i32, address, llvm::Align(2)))
+                            : b.CreateZExt(b.CreateLoad(b.getInt16Ty(), address), i32);
+    return b.CreateBitCast(b.CreateVectorSplat(width, word), words);
+  };
+  auto fold = [&](llvm::Value* acc, llvm::Value* av, llvm::Value* bv) {
+    return b.CreateAdd(acc, b.CreateCall(madd, {av, bv}));
+  };
+  const std::vector<llvm::Value*> acc =
+      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, words, fold, a_pair, ct.load(accumulate));
   ct.store(acc);
 }
 
@@ -563,8 +603,11 @@ void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
     }
     return b.CreateVectorSplat(width, row_sums ? word : b.CreateXor(word, bias));
   };
-  const std::vector<llvm::Value*> acc =
-      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 4, vec, dot, a_quad, init, /*b_first=*/row_sums != nullptr);
+  // Biased B (row_sums): the A quad is the signed, second operand.
+  auto fold = [&](llvm::Value* acc, llvm::Value* av, llvm::Value* bv) {
+    return row_sums ? b.CreateCall(dot, {acc, bv, av}) : b.CreateCall(dot, {acc, av, bv});
+  };
+  const std::vector<llvm::Value*> acc = k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 4, vec, fold, a_quad, init);
   ct.store(acc);
 }
 
@@ -593,6 +636,14 @@ bool gemm_int8_quads(const CpuTarget& target, DType a, DType b) {
   return target.avx512_vnni && target.avx512 && target.vector_bits >= 512 && a == DType::i8 && b == DType::i8;
 }
 
+bool gemm_int8_words(const CpuTarget& target, DType a, DType b) {
+  return target.avx2 && a == DType::i8 && b == DType::i8 && !gemm_int8_quads(target, a, b);
+}
+
+bool gemm_int8_tiles(const CpuTarget& target, DType a, DType b) {
+  return gemm_int8_quads(target, a, b) || gemm_int8_words(target, a, b);
+}
+
 bool gemm_amx(const CpuTarget& target, DType a, DType b) {
   return (target.amx_bf16 && gemm_bf16_pairs(target, a, b)) || (target.amx_int8 && gemm_int8_quads(target, a, b));
 }
@@ -600,7 +651,8 @@ bool gemm_amx(const CpuTarget& target, DType a, DType b) {
 int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n, int64_t k) {
   const int64_t panel = gemm_tile(target).panel(), panels = (n + panel - 1) / panel;
   if (gemm_int8_quads(target, a, b)) return (packed_b_groups(k, 4) + 1) * panels * panel * 4;  // quads, colsum
-  if (gemm_bf16_pairs(target, a, b)) return packed_b_groups(k, 2) * panels * panel * 4;        // bf16 pairs
+  if (gemm_bf16_pairs(target, a, b) || gemm_int8_words(target, a, b))
+    return packed_b_groups(k, 2) * panels * panel * 4;  // 16-bit pairs
   return k * panels * panel * 4;
 }
 
@@ -721,6 +773,18 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
                   llvm::Value* packed_a, bool b_packed) {
   if (m == 0 || n == 0) return;
   const GemmTile tile = gemm_tile(target);
+  if (gemm_int8_words(target, DType::i8, bm.dtype)) {
+    if (!b_packed) emit_pack_b(b, target, DType::i8, bm, packed, n, k);
+    MatrixOperand words = a;
+    if (a.dtype != DType::i16) {
+      emit_pack_dense(b, a, packed_a, m, k, DType::i16);
+      words = MatrixOperand{packed_a, DType::i16, k};
+    }
+    k_group_gemm(b, target, words, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
+                 [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
+                     int64_t cols) { micro_tile_words(b, tile, at, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols); });
+    return;
+  }
   llvm::Value* colsum = quad_column_sums(b, packed, n, k, tile.panel());
   if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
   llvm::Value* row_sums = nullptr;
@@ -770,7 +834,7 @@ void emit_pack_b(llvm::IRBuilderBase& b, const CpuTarget& target, DType a, const
   if (gemm_int8_quads(target, a, bm.dtype)) {
     pack_b_quads(b, bm, packed, quad_column_sums(b, packed, n, k, panel), n, k, panel,
                  int8_b_biased(target, a, bm.dtype));
-  } else if (gemm_bf16_pairs(target, a, bm.dtype)) {
+  } else if (gemm_bf16_pairs(target, a, bm.dtype) || gemm_int8_words(target, a, bm.dtype)) {
     pack_b_pairs(b, bm, packed, n, k, panel);
   } else {
     pack_b(b, bm, packed, n, k, panel);

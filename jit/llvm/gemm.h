@@ -1,7 +1,8 @@
 // The matrix-multiply code generator behind dot_general: a register-blocked micro-kernel for f32
 // accumulation chosen by the CPU target (a tile of C held in vector registers, A broadcast, B loaded
 // as vectors from a packed panel, FMA), the same tile on vpdpbusd for int8 x int8 -> i32 on VNNI
-// targets, and a plain loop nest for f64 and the other integer accumulations.
+// targets and on vpmaddwd on other AVX2 targets, and a plain loop nest for f64 and the other integer
+// accumulations.
 //
 // The tiles, by target (jit/llvm/target.h):
 //   AVX-512 (vector_bits 512): 8 x 32 of C in 16 zmm accumulators;
@@ -18,6 +19,8 @@
 // i32 accumulators and runs vpdpbusd on k quads (emit_gemm_i8), B packed with its sign bits flipped
 // so that each A quad is the instruction's signed operand straight from memory (AMX targets flip A's
 // instead); integer sums are exact, so its results equal the interpreter's bit for bit.
+// Without VNNI (AVX2, or AVX-512 without it) the i8 dot runs the target's f32 tile shape with i32
+// accumulators on vpmaddwd (gemm_int8_words): both operands widened to 16 bits, two k a step, exact.
 // On a target with AMX (amx_bf16, amx_int8) those two dots run on tile registers instead
 // (tdpbf16ps, tdpbssd: jit/llvm/amx_plan.h lays them out, jit/llvm/amx_gemm.cpp emits them) for the
 // rows and columns of C that fill whole 16 x 16 tiles, reading the same packed B; the rest of C takes
@@ -73,6 +76,13 @@ bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b);
 // Whether A . B runs on vpdpbusd for `target`: both i8 (i32 accumulation) on an AVX512_VNNI target.
 bool gemm_int8_quads(const CpuTarget& target, DType a, DType b);
 
+// Whether A . B runs on vpmaddwd for `target`: both i8 (i32 accumulation) on an AVX2 target without
+// the vpdpbusd tile (gemm_int8_quads), B and A widened to 16 bits.
+bool gemm_int8_words(const CpuTarget& target, DType a, DType b);
+
+// Whether A . B runs on either integer tile (emit_gemm_i8): gemm_int8_quads or gemm_int8_words.
+bool gemm_int8_tiles(const CpuTarget& target, DType a, DType b);
+
 // Whether A . B runs on AMX tiles for `target`: the bf16 pairs with AMX_BF16, the int8 quads with
 // AMX_INT8.
 bool gemm_amx(const CpuTarget& target, DType a, DType b);
@@ -123,6 +133,9 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
 // gemm_packed_b_bytes; biased, or with its column sums after them on AMX targets), A read in place
 // (or, when cs != 1, copied to a dense i8 matrix in `packed_a`, which also holds A's row sums:
 // gemm_packed_a_bytes). Exact: equal to the interpreter's k-order i32 sums, wrap-around included.
+// On gemm_int8_words targets the same tile shape as the f32 tile's runs vpmaddwd on k pairs, B
+// packed in pairs of 16-bit words and A widened into a dense i16 copy in `packed_a` (or given as
+// one already: an i16 A, its widened bytes).
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
                   llvm::Value* packed_a, bool b_packed = false);

@@ -81,6 +81,7 @@ void describe(CpuTarget& t, Has has) {
   t.avx512 = has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl") && has("evex512");
   t.vector_bits = t.avx512 ? 512 : has("avx") ? 256 : 128;
   t.fma = has("fma");
+  t.avx2 = has("avx2");
   t.avx512_bf16 = t.avx512 && has("avx512bf16");
   t.avx512_vnni = t.avx512 && has("avx512vnni");
   t.avx_vnni = has("avxvnni");

@@ -33,6 +33,7 @@ struct CpuTarget {
   // What the code generator may use.
   int vector_bits = 128;     // widest vector registers: 512 (zmm), 256 (ymm), 128
   bool fma = false;          // vfmadd
+  bool avx2 = false;         // 256-bit integer vectors (vpmaddwd on ymm)
   bool avx512 = false;       // AVX-512 F/BW/DQ/VL with 512-bit registers
   bool avx512_bf16 = false;  // vdpbf16ps, vcvtne2ps2bf16
   bool avx512_vnni = false;  // vpdpbusd on zmm

@@ -215,7 +215,7 @@ TEST_SUITE("jit") {
   // The dot micro-kernel follows the target (jit/llvm/gemm.h): an 8 x 32 tile of zmm FMAs on the
   // AVX-512 targets, 6 x 16 of ymm FMAs on avx2, and for bf16 x bf16 on avx512_bf16 the 8 x 32 tile on
   // vdpbf16ps instead of FMAs. Int8 x int8 -> i32 dots run the 8 x 32 tile on zmm vpdpbusd (k quads)
-  // where AVX512_VNNI is allowed, elsewhere the scalar-order loop nest widened to i32 multiplies. On
+  // where AVX512_VNNI is allowed, elsewhere the f32 tile's shape on vpmaddwd (k pairs of words). On
   // amx both run on AMX tiles (jit/llvm/amx_gemm.h): the tile configuration loaded, tiles loaded,
   // multiplied (tdpbf16ps, tdpbssd), stored and the tile state released; the seed matmul's blocks and
   // the 64 x 64 int8 dot are whole tiles, so no AVX-512 dot runs there, while a dot with edges runs
@@ -270,8 +270,11 @@ TEST_SUITE("jit") {
         // with two vector ports took one of them for every two vpdpbusd.
         CHECK(i8.count("vpbroadcastd", "dword ptr") + i8.count("vpdpbusd", "1to16") >= 8);
       } else {
+        // No VNNI: vpmaddwd on k pairs of the bytes widened to words (gemm_int8_words), one per
+        // accumulator of the f32 tile's shape, and no scalar-order loop's vpmulld.
         CHECK(i8.count("vpdpbusd") == 0);
-        CHECK(i8.count("vpmulld") > 0);
+        CHECK(i8.count("vpmaddwd", t.avx512 ? "zmm" : "ymm") >= (t.avx512 ? 16 : 12));
+        CHECK(i8.count("vpmulld") == 0);
       }
       if (!t.amx_int8) CHECK(i8.count("tdpb") == 0);
       CHECK(f32.count("tdpb") == 0);
@@ -360,7 +363,8 @@ TEST_SUITE("jit") {
 
   // The int8 dot (i8 x i8 -> i32) on every runnable target against the interpreter: integer sums are
   // exact, so the results must be equal, on shapes with row and column tails and k % 4 != 0 (the
-  // vpdpbusd tile's partial last quad), operands spanning [-128, 127] with -128 at the corners, and
+  // vpdpbusd tile's partial last quad; on a target without VNNI, an odd k is the vpmaddwd tile's
+  // partial last pair), operands spanning [-128, 127] with -128 at the corners, and
   // an accumulator near the i32 limits, so that accumulating wraps around.
   TEST_CASE("target: the int8 dot equals the interpreter's on every runnable target, tails included") {
     struct Shape3 {
