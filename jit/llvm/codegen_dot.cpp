@@ -251,8 +251,8 @@ BlockRuns block_runs(const MatrixOperand& x, int64_t rows, int64_t cols) {
 // group's first block after the last k step, so on a packing miss the next step's block is most
 // likely that one: fetched while this step's dot runs, its packing finds it in the caches. Walks
 // the block's contiguous lines; a prefetch never faults, so a block past the end of the array is
-// harmless. In one burst after the pack, for the bf16-pair and int8-quad tiles; the f32 tiles
-// spread the same lines through their k loops instead (SpreadPrefetch, jit/llvm/gemm.h).
+// harmless. In one burst after the pack, for the AMX tiles; the micro-tiles spread the same lines
+// through their k loops instead (SpreadPrefetch, jit/llvm/gemm.h).
 // (The burst: gmm with 8 groups of whole tiles, which packs its rhs once, eight times the dense
 // matmul's B: 1.5-2% less CPU time, f32 and bf16; the dense matmul unchanged.)
 void prefetch_next_block(llvm::IRBuilderBase& b, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t next) {
@@ -359,11 +359,11 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
           }))
         a_ops[0] = MatrixOperand{words, DType::i16, K};
     // The next block of B along k, which the next grid step most likely packs, is fetched while
-    // this dot runs: by the f32 micro-tiles, spread through their k loops together with the slot
-    // it will be packed into; elsewhere in one burst after the pack.
+    // this dot runs: by the micro-tiles, spread through their k loops together with the slot it
+    // will be packed into; on AMX tiles in one burst after the pack.
     const BlockRuns runs = block_runs(b_ops[0], K, N);
     const int64_t next = K * b_ops[0].ld;
-    if (acc == DType::f32 && !pairs && runs.runs > 0)
+    if (runs.runs > 0 && !gemm_amx(target_, lt.dtype, rt_.dtype))
       spread_prefetch = SpreadPrefetch{nullptr, runs.runs, runs.run_bytes, runs.stride, packed_bytes};
     // The packing of B depends on A's dtype too (f32 panels, bf16 pairs, int8 quads or
     // the words of a widened int8; the target decides between the last two).
@@ -392,7 +392,9 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
     if (acc == DType::f32)
       emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed,
                     spread_prefetch ? &*spread_prefetch : nullptr);
-    else if (int8_tiles) emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed);
+    else if (int8_tiles)
+      emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed,
+                   spread_prefetch ? &*spread_prefetch : nullptr);
     else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);
   }
   if (into) return {};

@@ -229,9 +229,29 @@ void issue_spread_prefetch(llvm::IRBuilderBase& b, const SpreadPrefetch& p, int6
   b.SetInsertPoint(done);
 }
 
+// What the micro-tiles of one dot issue every trip of their k loops: `count` lines of `queue` (none
+// without one).
+struct TripPrefetch {
+  const SpreadPrefetch* queue = nullptr;
+  int64_t count = 0;
+  std::function<void(llvm::Value*)> hook(llvm::IRBuilderBase& b) const {
+    if (!queue) return nullptr;
+    return [&b, this](llvm::Value*) { issue_spread_prefetch(b, *queue, count); };
+  }
+};
+
+// The queue spread over the trips of a dot's micro-tiles (an m x n C, `steps` k steps each: k, or
+// its pairs or quads): two lines a trip at least (the next dots take the rest), eight at most (a
+// dot of a few rows, megablox gmm's chunks, would otherwise burst).
+TripPrefetch trip_prefetch(const SpreadPrefetch* queue, const GemmTile& tile, int64_t m, int64_t n, int64_t steps) {
+  if (!queue) return {};
+  const int64_t trips = ((m + tile.rows - 1) / tile.rows) * ((n + tile.panel() - 1) / tile.panel()) * (steps / kUnrollK);
+  return {queue, std::clamp<int64_t>(trips ? (queue->lines() + trips - 1) / trips : 0, 2, 8)};
+}
+
 void micro_tile(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
                 int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
-                int64_t cols, const SpreadPrefetch* prefetch = nullptr, int64_t prefetch_count = 0) {
+                int64_t cols, const TripPrefetch& prefetch) {
   llvm::Type* f32 = b.getFloatTy();
   CTile ct(b, c, ldc, col0, i, rows, cols, tile.width);
   const int64_t width = tile.width, vectors = ct.vectors;
@@ -253,8 +273,7 @@ void micro_tile(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperan
         }
         return next;
       },
-      prefetch ? [&](llvm::Value*) { issue_spread_prefetch(b, *prefetch, prefetch_count); }
-               : std::function<void(llvm::Value*)>());
+      prefetch.hook(b));
   ct.store(acc);
 }
 
@@ -340,7 +359,7 @@ template <class AVector, class Fold>
 std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a,
                                        llvm::Value* panel_ptr, llvm::Value* i, int64_t rows, int64_t vectors, int64_t k,
                                        int64_t group, llvm::Type* bvec, const Fold& fold, const AVector& a_vector,
-                                       std::vector<llvm::Value*> init) {
+                                       std::vector<llvm::Value*> init, const TripPrefetch& prefetch) {
   const int64_t width = tile.width;
   auto step = [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur, int64_t present) {
     llvm::Value* row_base = b.CreateMul(kg, i64(b, tile.panel() * 4));  // bytes
@@ -359,8 +378,9 @@ std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& t
     return next;
   };
   std::vector<llvm::Value*> acc = std::move(init);
-  acc = emit_k_loop(b, k / group, std::move(acc),
-                    [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur) { return step(kg, cur, group); });
+  acc = emit_k_loop(
+      b, k / group, std::move(acc),
+      [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur) { return step(kg, cur, group); }, prefetch.hook(b));
   if (k % group) acc = step(i64(b, k / group), acc, k % group);
   return acc;
 }
@@ -371,7 +391,7 @@ std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& t
 // passes the end of A's row.
 void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
                       int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
-                      int64_t rows, int64_t cols) {
+                      int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
   CTile ct(b, c, ldc, col0, i, rows, cols, tile.width);
   const int64_t width = tile.width, vectors = ct.vectors;
   auto* pairs = llvm::FixedVectorType::get(b.getBFloatTy(), 2 * width);
@@ -386,7 +406,7 @@ void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
   };
   auto fold = [&](llvm::Value* acc, llvm::Value* av, llvm::Value* bv) { return b.CreateCall(dot, {acc, av, bv}); };
   const std::vector<llvm::Value*> acc =
-      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, pairs, fold, a_pair, ct.load(accumulate));
+      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, pairs, fold, a_pair, ct.load(accumulate), prefetch);
   ct.store(acc);
 }
 
@@ -400,7 +420,7 @@ void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
 // (vpmaddubsw) would saturate their 16-bit pair sums.
 void micro_tile_words(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
                       int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
-                      int64_t rows, int64_t cols) {
+                      int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
   llvm::Type* i32 = b.getInt32Ty();
   CTile ct(b, c, ldc, col0, i, rows, cols, tile.width, i32);
   const int64_t width = tile.width, vectors = ct.vectors;
@@ -418,7 +438,7 @@ void micro_tile_words(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
     return b.CreateAdd(acc, b.CreateCall(madd, {av, bv}));
   };
   const std::vector<llvm::Value*> acc =
-      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, words, fold, a_pair, ct.load(accumulate));
+      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, words, fold, a_pair, ct.load(accumulate), prefetch);
   ct.store(acc);
 }
 
@@ -567,7 +587,7 @@ void emit_a_row_sums(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value
 // byte's sign bit flipped (the missing bytes meet zero B rows) and they start at C minus 128 * colsum.
 void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
                       int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* colsum, llvm::Value* row_sums,
-                      llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
+                      llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
   llvm::Type* i32 = b.getInt32Ty();
   CTile ct(b, c, ldc, col0, i, rows, cols, tile.width, i32);
   const int64_t width = tile.width, vectors = ct.vectors;
@@ -607,7 +627,7 @@ void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
   auto fold = [&](llvm::Value* acc, llvm::Value* av, llvm::Value* bv) {
     return row_sums ? b.CreateCall(dot, {acc, bv, av}) : b.CreateCall(dot, {acc, av, bv});
   };
-  const std::vector<llvm::Value*> acc = k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 4, vec, fold, a_quad, init);
+  const std::vector<llvm::Value*> acc = k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 4, vec, fold, a_quad, init, prefetch);
   ct.store(acc);
 }
 
@@ -749,28 +769,26 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
   if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
   if (gemm_bf16_pairs(target, a.dtype, bm.dtype)) {
     // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast) unless its rows are strided.
+    const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 2);
     k_group_gemm(b, target, a, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
                  [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
-                     int64_t cols) { micro_tile_pairs(b, tile, at, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols); });
+                     int64_t cols) {
+                   micro_tile_pairs(b, tile, at, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols, trip);
+                 });
     return;
   }
   // f32: A dense f32 or transposed f32, read in place; anything else converted once.
   const MatrixOperand a_tiles = pack_a(b, a, packed_a, m, k);
-  // Lines a trip: the queue spread over this dot's trips, two at least (the next dots take the
-  // rest), eight at most (a dot of a few rows, megablox gmm's chunks, would otherwise burst).
-  const int64_t trips = ((m + tile.rows - 1) / tile.rows) * ((n + tile.panel() - 1) / tile.panel()) * (k / kUnrollK);
-  const int64_t prefetch_count =
-      prefetch ? std::clamp<int64_t>(trips ? (prefetch->lines() + trips - 1) / trips : 0, 2, 8) : 0;
+  const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k);
   rect_tiles(b, tile, CRect{0, m, 0, n}, packed, k * tile.panel() * 4,
              [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
-               micro_tile(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols,
-                          prefetch, prefetch_count);
+               micro_tile(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols, trip);
              });
 }
 
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                  llvm::Value* packed_a, bool b_packed) {
+                  llvm::Value* packed_a, bool b_packed, const SpreadPrefetch* prefetch) {
   if (m == 0 || n == 0) return;
   const GemmTile tile = gemm_tile(target);
   if (gemm_int8_words(target, DType::i8, bm.dtype)) {
@@ -780,9 +798,12 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
       emit_pack_dense(b, a, packed_a, m, k, DType::i16);
       words = MatrixOperand{packed_a, DType::i16, k};
     }
+    const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 2);
     k_group_gemm(b, target, words, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
                  [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
-                     int64_t cols) { micro_tile_words(b, tile, at, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols); });
+                     int64_t cols) {
+                   micro_tile_words(b, tile, at, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols, trip);
+                 });
     return;
   }
   llvm::Value* colsum = quad_column_sums(b, packed, n, k, tile.panel());
@@ -792,10 +813,12 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
     row_sums = b.CreateInBoundsGEP(b.getInt8Ty(), packed_a, i64(b, row_sums_offset(m, k)));
     emit_a_row_sums(b, a, row_sums, m, k);
   }
+  const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 4);
   k_group_gemm(b, target, a, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
                [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
                    int64_t cols) {
-                 micro_tile_quads(b, tile, at, c, ldc, k, accumulate, panel_ptr, colsum, row_sums, col0, i, rows, cols);
+                 micro_tile_quads(b, tile, at, c, ldc, k, accumulate, panel_ptr, colsum, row_sums, col0, i, rows, cols,
+                                  trip);
                });
 }
 

@@ -94,7 +94,7 @@ int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n
 // copy, or on AMX a copy with k padded to whole tile k steps.
 int64_t gemm_packed_a_bytes(const CpuTarget& target, DType a, DType b, int64_t m, int64_t k);
 
-// The lines of one block the f32 micro-tiles ask the memory system for while they run, 2 to 8 a
+// The lines of one block the micro-tiles ask the memory system for while they run, 2 to 8 a
 // trip of their k loops (eight k steps), whichever dots of the kernel run next, rather than in one burst
 // that would stall the core on its fill buffers: the next block of B as its packing will read it
 // (`runs` runs of `run_bytes` bytes, `stride_bytes` apart, into L2) and the packed slot it will be
@@ -123,7 +123,7 @@ void emit_spread_prefetch_queue(llvm::IRBuilderBase& b, const SpreadPrefetch& p,
 // On the bf16-pair path (gemm_bf16_pairs) B is packed in k pairs and A read in place, or, when its
 // k pairs are not adjacent (cs != 1), first copied to a dense bf16 matrix in `packed_a`.
 // With `b_packed`, `packed` holds B packed already (emit_pack_b) and B itself is not read. With
-// `prefetch`, the f32 micro-tiles issue its prefetches (the bf16-pair tiles do not).
+// `prefetch`, the micro-tiles issue its prefetches.
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
                    llvm::Value* packed_a, bool b_packed = false, const SpreadPrefetch* prefetch = nullptr);
@@ -138,7 +138,7 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
 // one already: an i16 A, its widened bytes).
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                  llvm::Value* packed_a, bool b_packed = false);
+                  llvm::Value* packed_a, bool b_packed = false, const SpreadPrefetch* prefetch = nullptr);
 
 // Packs a k x n B into `packed` (gemm_packed_b_bytes) as the tile for `target` and A's dtype `a`
 // reads it: f32 panels, bf16 k pairs or int8 k quads with their column sums. A packed B depends on
