@@ -8,7 +8,8 @@
 // 2x within a second (a shared VM), which made the ratio of two medians taken one after the other
 // read 0.6x-1.4x for the same binary. OpenBLAS's rows are followed by a pause that lets its worker
 // threads, which spin a while after each call, go to sleep: they held one of the two cores through
-// the next row, the dense matmul on 2 threads, which then ran at 1-thread speed.
+// the next row, the dense matmul on 2 threads, which then ran at 1-thread speed. A last report gives
+// each grouped op's scaling from 1 to 2 threads, in pairs of neighbouring calls.
 //
 //   grouped_matmul [--json results.json] [--runs N]
 //   grouped_matmul --profile OP [--versus OP2 | --versus-threads T2] --dtype f32|bf16 [--groups 1|8] [--aligned] [--sizes a,b,...] [--threads T] [--iters N]
@@ -108,6 +109,33 @@ bench::Report run(const Problem& p, int threads, int runs) {
     grouped(dense_name, [&] { dense(lhs_t, dout); }, "megablox tgmm " + d,
             [&] { mb::tgmm(lhs_t, dout, p.group_sizes, {.tiling = tiling}); }, blas_t);
   }
+  return report;
+}
+
+// Each grouped op's scaling from 1 to 2 threads: a 2-thread call next to a 1-thread call, the
+// median of the pairs' ratios (the rows' own medians, taken seconds apart, compare the host's drift
+// as much as the threads).
+bench::Report scaling(const Problem& p, int runs) {
+  bench::Report report("grouped matmul m=2048 k=1024 n=512, 8 groups: scaling from 1 to 2 threads");
+  const mb::Tiling tiling{128, 128, 128};
+  for (pl::DType dt : {pl::f32, pl::bf16}) {
+    const pl::Array lhs = p.lhs.astype(dt), rhs = p.rhs.astype(dt), lhs_t = p.lhs_t.astype(dt), dout = p.dout.astype(dt);
+    const std::pair<const char*, std::function<void()>> ops[] = {
+        {"gmm", [&] { mb::gmm(lhs, rhs, p.group_sizes, {.tiling = tiling}); }},
+        {"tgmm", [&] { mb::tgmm(lhs_t, dout, p.group_sizes, {.tiling = tiling}); }}};
+    for (const auto& [name, op] : ops) {
+      auto on = [&op](int threads) {
+        return [&op, threads] {
+          pl::set_num_threads(threads);
+          op();
+        };
+      };
+      const bench::Paired pr = bench::paired(on(2), on(1), runs);
+      report.note(fmt::format("megablox {} {}: {:.2f}x from 1 to 2 threads (median of {} paired calls)", name,
+                              pl::dtype_name(dt), pr.ratio, runs));
+    }
+  }
+  pl::set_num_threads(0);
   return report;
 }
 
@@ -223,6 +251,8 @@ int main(int argc, char** argv) {
     reports.push_back(run(p, threads, runs));
     reports.back().print();
   }
-  bench::write_json(argc, argv, {&reports[0], &reports[1]});
+  reports.push_back(scaling(p, runs));
+  reports.back().print();
+  bench::write_json(argc, argv, {&reports[0], &reports[1], &reports[2]});
   return 0;
 }
