@@ -294,14 +294,14 @@ void zero_padding_groups(llvm::IRBuilderBase& b, llvm::Value* packed, int64_t pa
   });
 }
 
-// ---- bf16 x bf16 on vdpbf16ps ----
+// ---- k pairs of 16-bit elements: bf16 on vdpbf16ps, int8 widened to words on vpmaddwd ----
 // B is packed into panels of k pairs: packed[((p * k2 + kp) * panel + j) * 2 + e] = B[2 kp + e][p *
 // panel + j] as raw bf16 bits, k2 = packed_b_groups(k, 2) (ceil(k / 2) rounded up to whole AMX k
 // steps), zero where 2 kp + e >= k (an odd k's last pair, the padding pairs) or the column is past n.
 // One 64-byte load then holds 16 columns' pairs, the layout vdpbf16ps multiplies against an A pair
 // broadcast to every lane, and 16 pairs of 16 columns are an AMX B tile (jit/llvm/amx_plan.h).
 // An i8 B is packed the same way, each element sign-extended to 16 bits: the layout of the words
-// tile's vpmaddwd (micro_tile_words).
+// tile's vpmaddwd (micro_tile_pairs).
 void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, int64_t n, int64_t k,
                   int64_t panel) {
   const int64_t full = n / panel, rest = n % panel, k2 = packed_b_groups(k, 2);
@@ -385,60 +385,42 @@ std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& t
   return acc;
 }
 
-// One micro-tile on vdpbf16ps: as micro_tile, with B from the pair-packed panel at `panel_ptr`
-// (k2 pairs of tile.panel() columns) and A read in place as bf16 pairs, one 32-bit broadcast per
-// row and pair. An odd k's last A element is widened alone (its partner is zero), so no read
-// passes the end of A's row.
-void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
-                      int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
+// The two tiles on k pairs of 16-bit elements, B pair-packed (pack_b_pairs) and a pair of A's row
+// one 32-bit broadcast (an odd k's last element widened alone, its partner zero, so no read passes
+// the end of A's row):
+// - bf16: vdpbf16ps into f32 C, A read in place as bf16 pairs.
+// - words (int8 x int8 on targets without VNNI): i32 C, B's bytes sign-extended to 16 bits when
+//   packed, A a dense i16 copy (its bytes widened once per dot or per block, codegen_dot.cpp).
+//   vpmaddwd multiplies the 16-bit halves and adds each lane's two products (each at most 2^14 in
+//   magnitude, so exactly), and vpaddd adds that to the accumulator, wrapping as the interpreter's
+//   i32 sums do: results equal the interpreter's bit for bit. Two instructions per pair of k and
+//   vector, where vpdpbusd takes one per quad; the bytes' own products (vpmaddubsw) would saturate
+//   their 16-bit pair sums.
+enum class PairDot { bf16, words };
+
+void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, PairDot kind, const MatrixOperand& a, llvm::Value* c,
+                      int64_t ldc, int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
                       int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
-  CTile ct(b, c, ldc, col0, i, rows, cols, tile.width);
+  const bool words = kind == PairDot::words;
+  llvm::Type* i32 = b.getInt32Ty();
+  CTile ct(b, c, ldc, col0, i, rows, cols, tile.width, words ? i32 : b.getFloatTy());
   const int64_t width = tile.width, vectors = ct.vectors;
-  auto* pairs = llvm::FixedVectorType::get(b.getBFloatTy(), 2 * width);
-  llvm::Function* dot = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(),
-                                                        llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512);
-  // A pair of row r is one 32-bit word: two bf16, or an odd k's last one alone (its partner zero).
+  auto* pairs = llvm::FixedVectorType::get(words ? b.getInt16Ty() : b.getBFloatTy(), 2 * width);
+  llvm::Function* dot = llvm::Intrinsic::getDeclaration(
+      b.GetInsertBlock()->getModule(),
+      !words        ? llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512
+      : width == 16 ? llvm::Intrinsic::x86_avx512_pmaddw_d_512
+                    : llvm::Intrinsic::x86_avx2_pmadd_wd);
   auto a_pair = [&](llvm::Value* address, int64_t present) {
-    llvm::Value* word = present == 2
-                            ? static_cast<llvm::Value*>(b.CreateAlignedLoad(b.getInt32Ty(), address, llvm::Align(2)))
-                            : b.CreateZExt(b.CreateLoad(b.getInt16Ty(), address), b.getInt32Ty());
+    llvm::Value* word = present == 2 ? static_cast<llvm::Value*>(b.CreateAlignedLoad(i32, address, llvm::Align(2)))
+                                     : b.CreateZExt(b.CreateLoad(b.getInt16Ty(), address), i32);
     return b.CreateBitCast(b.CreateVectorSplat(width, word), pairs);
   };
-  auto fold = [&](llvm::Value* acc, llvm::Value* av, llvm::Value* bv) { return b.CreateCall(dot, {acc, av, bv}); };
+  auto fold = [&](llvm::Value* acc, llvm::Value* av, llvm::Value* bv) {
+    return words ? b.CreateAdd(acc, b.CreateCall(dot, {av, bv})) : b.CreateCall(dot, {acc, av, bv});
+  };
   const std::vector<llvm::Value*> acc =
       k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, pairs, fold, a_pair, ct.load(accumulate), prefetch);
-  ct.store(acc);
-}
-
-// ---- int8 x int8 on vpmaddwd, for targets without VNNI ----
-// One micro-tile of i32 C: B is pair-packed (pack_b_pairs) with each byte sign-extended to 16 bits,
-// A a dense i16 copy (its bytes sign-extended once per dot or per block, codegen_dot.cpp), a pair of
-// row r one 32-bit broadcast. vpmaddwd multiplies the 16-bit halves and adds each pair into one i32
-// lane, exactly (two products of at most 2^14 each), and vpaddd adds it to the accumulator, wrapping
-// as the interpreter's i32 sums do: results equal the interpreter's bit for bit. Two instructions
-// per pair of k and vector, where vpdpbusd takes one per quad; the bytes' products in 8-bit form
-// (vpmaddubsw) would saturate their 16-bit pair sums.
-void micro_tile_words(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
-                      int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
-                      int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
-  llvm::Type* i32 = b.getInt32Ty();
-  CTile ct(b, c, ldc, col0, i, rows, cols, tile.width, i32);
-  const int64_t width = tile.width, vectors = ct.vectors;
-  auto* words = llvm::FixedVectorType::get(b.getInt16Ty(), 2 * width);
-  llvm::Function* madd = llvm::Intrinsic::getDeclaration(
-      b.GetInsertBlock()->getModule(),
-      width == 16 ? llvm::Intrinsic::x86_avx512_pmaddw_d_512 : llvm::Intrinsic::x86_avx2_pmadd_wd);
-  auto a_pair = [&](llvm::Value* address, int64_t present) {
-    llvm::Value* word = present == 2
-                            ? static_cast<llvm::Value*>(b.CreateAlignedLoad(i32, address, llvm::Align(2)))
-                            : b.CreateZExt(b.CreateLoad(b.getInt16Ty(), address), i32);
-    return b.CreateBitCast(b.CreateVectorSplat(width, word), words);
-  };
-  auto fold = [&](llvm::Value* acc, llvm::Value* av, llvm::Value* bv) {
-    return b.CreateAdd(acc, b.CreateCall(madd, {av, bv}));
-  };
-  const std::vector<llvm::Value*> acc =
-      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, words, fold, a_pair, ct.load(accumulate), prefetch);
   ct.store(acc);
 }
 
@@ -759,6 +741,19 @@ void k_group_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
   for (const CRect& r : plan.fallback) micro_tiles(at, r);
 }
 
+// C (+)= A . B on the pair tiles of `kind`, B packed already and A as micro_tile_pairs reads it.
+void pair_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, PairDot kind, const MatrixOperand& a, DType b_dtype,
+               llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
+               llvm::Value* packed_a, const SpreadPrefetch* prefetch) {
+  const GemmTile tile = gemm_tile(target);
+  const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 2);
+  k_group_gemm(b, target, a, b_dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
+               [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
+                   int64_t cols) {
+                 micro_tile_pairs(b, tile, kind, at, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols, trip);
+               });
+}
+
 }  // namespace
 
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
@@ -769,12 +764,7 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
   if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
   if (gemm_bf16_pairs(target, a.dtype, bm.dtype)) {
     // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast) unless its rows are strided.
-    const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 2);
-    k_group_gemm(b, target, a, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
-                 [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
-                     int64_t cols) {
-                   micro_tile_pairs(b, tile, at, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols, trip);
-                 });
+    pair_gemm(b, target, PairDot::bf16, a, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a, prefetch);
     return;
   }
   // f32: A dense f32 or transposed f32, read in place; anything else converted once.
@@ -790,7 +780,6 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
                   llvm::Value* packed_a, bool b_packed, const SpreadPrefetch* prefetch) {
   if (m == 0 || n == 0) return;
-  const GemmTile tile = gemm_tile(target);
   if (gemm_int8_words(target, DType::i8, bm.dtype)) {
     if (!b_packed) emit_pack_b(b, target, DType::i8, bm, packed, n, k);
     MatrixOperand words = a;
@@ -798,14 +787,10 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
       emit_pack_dense(b, a, packed_a, m, k, DType::i16);
       words = MatrixOperand{packed_a, DType::i16, k};
     }
-    const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 2);
-    k_group_gemm(b, target, words, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
-                 [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
-                     int64_t cols) {
-                   micro_tile_words(b, tile, at, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols, trip);
-                 });
+    pair_gemm(b, target, PairDot::words, words, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a, prefetch);
     return;
   }
+  const GemmTile tile = gemm_tile(target);
   llvm::Value* colsum = quad_column_sums(b, packed, n, k, tile.panel());
   if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
   llvm::Value* row_sums = nullptr;
