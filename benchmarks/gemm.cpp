@@ -270,7 +270,8 @@ int main(int argc, char** argv) {
         versus_peak("oneDNN matmul f32", rate("oneDNN matmul f32", *f32), peak_f32, "f32");
       if (auto bf16 = dnnl_matmul("bf16", dt::bf16, dt::f32, x16.data(), y16.data(), c.data())) {
         if (wanted("bf16"))
-          versus_peak("oneDNN matmul bf16 in, f32 out", rate("oneDNN matmul bf16 in, f32 out", *bf16), peak_bf16, "bf16");
+          versus_peak("oneDNN matmul bf16 in, f32 out", rate("oneDNN matmul bf16 in, f32 out", *bf16), peak_bf16,
+                      "bf16");
         bf16_base = "oneDNN matmul bf16 in, f32 out";
         bf16_base_call = *bf16;
       }

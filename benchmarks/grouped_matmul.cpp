@@ -119,7 +119,8 @@ bench::Report scaling(const Problem& p, int runs) {
   bench::Report report("grouped matmul m=2048 k=1024 n=512, 8 groups: scaling from 1 to 2 threads");
   const mb::Tiling tiling{128, 128, 128};
   for (pl::DType dt : {pl::f32, pl::bf16}) {
-    const pl::Array lhs = p.lhs.astype(dt), rhs = p.rhs.astype(dt), lhs_t = p.lhs_t.astype(dt), dout = p.dout.astype(dt);
+    const pl::Array lhs = p.lhs.astype(dt), rhs = p.rhs.astype(dt);
+    const pl::Array lhs_t = p.lhs_t.astype(dt), dout = p.dout.astype(dt);
     const std::pair<const char*, std::function<void()>> ops[] = {
         {"gmm", [&] { mb::gmm(lhs, rhs, p.group_sizes, {.tiling = tiling}); }},
         {"tgmm", [&] { mb::tgmm(lhs_t, dout, p.group_sizes, {.tiling = tiling}); }}};

@@ -38,7 +38,7 @@ bool Emitter::store_dot(const ir::Op& op) {
   if (!std::holds_alternative<TensorCg>(cg) || std::get<TensorCg>(cg).kind != TensorCg::Kind::Dot ||
       std::get<TensorCg>(cg).dtype != r.dtype)
     return false;
-  // The micro-kernels write f32 C, and i32 C for the int8 tile.
+  // The micro-kernels write f32 C, and i32 C for the int8 tiles.
   const ir::DotOperands dot = ir::dot_operands(fn_.ops[std::get<TensorCg>(cg).dot]);
   const bool int8_tile = gemm_int8_tiles(target_, fn_.type(dot.lhs).dtype, fn_.type(dot.rhs).dtype);
   if (r.dtype != DType::f32 && !(r.dtype == DType::i32 && int8_tile)) return false;
@@ -60,7 +60,7 @@ void Emitter::emit_dot_accumulate(ir::OpId id) {
   const RefCg r = ref(target);
   const auto& dims = std::get<ir::DotAttr>(op.attr);
   const Type type = fn_.type(target).value_type();
-  // The GEMM accumulates in place into a row-major f32 matrix (i32 for the int8 tile), unless an
+  // The GEMM accumulates in place into a row-major f32 matrix (i32 for the int8 tiles), unless an
   // operand still reads the target (the GEMM writes it while reading them).
   const bool int8_tile = gemm_int8_tiles(target_, fn_.type(lhs).dtype, fn_.type(rhs).dtype);
   const bool in_place = (r.dtype == DType::f32 || (r.dtype == DType::i32 && int8_tile)) &&
@@ -220,7 +220,7 @@ llvm::Value* Emitter::cached_pack(ValueId v, const MatrixOperand& x, int64_t row
   if (spread) {
     // Queue the next block, packed or not: the packed slots recur only after the grid has visited
     // all of B, so a step's slot comes from L3 unless fetched under the dot before (seed matmul
-    // f32: 2-3% faster on 1 and 2 threads than when only a packing queued its next block).
+    // f32: 3-6% faster than when only a packing queued its next block; docs/design.md §8).
     llvm::Value* next_ptr = b_.CreateGEP(b_.getInt8Ty(), x.ptr, b_.getInt64(next));
     llvm::Value* next_slot = slot_of(b_.CreateAdd(offset, b_.getInt64(next)));
     llvm::Value* packed_already =

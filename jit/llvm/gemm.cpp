@@ -245,7 +245,8 @@ struct TripPrefetch {
 // dot of a few rows, megablox gmm's chunks, would otherwise burst).
 TripPrefetch trip_prefetch(const SpreadPrefetch* queue, const GemmTile& tile, int64_t m, int64_t n, int64_t steps) {
   if (!queue) return {};
-  const int64_t trips = ((m + tile.rows - 1) / tile.rows) * ((n + tile.panel() - 1) / tile.panel()) * (steps / kUnrollK);
+  const int64_t tiles = ((m + tile.rows - 1) / tile.rows) * ((n + tile.panel() - 1) / tile.panel());
+  const int64_t trips = tiles * (steps / kUnrollK);
   return {queue, std::clamp<int64_t>(trips ? (queue->lines() + trips - 1) / trips : 0, 2, 8)};
 }
 
@@ -336,7 +337,8 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
         llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j));
         for (int64_t e = 0; e < 2; ++e) {
           llvm::Value* v = b.getInt16(0);
-          if (j < cols && !(odd_tail && e == 1)) v = load16(i16, source, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col));
+          if (j < cols && !(odd_tail && e == 1))
+            v = load16(i16, source, address_of(b, bm, b.CreateAdd(k0, i64(b, e)), col));
           b.CreateStore(v, b.CreateInBoundsGEP(i16, packed, b.CreateAdd(dst_row, i64(b, 2 * j + e))));
         }
       }
@@ -349,12 +351,12 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
   zero_padding_groups(b, packed, full + (rest > 0), (k + 1) / 2, k2, panel);
 }
 
-// The k loop of the tiles on packed k groups (vdpbf16ps pairs, vpdpbusd quads): B's `group` rows of
-// each column were packed side by side, so one `bvec` load (4 bytes a column) per vector holds a
-// group of k for `width` columns; A's group of row r is one 32-bit word broadcast by `a_vector`
-// (`present` < group only for the last, partial group of k); `fold(acc, a, b)` folds a group into
-// each accumulator. A's rows must be contiguous (rows_contiguous_a). Returns the accumulators after
-// all of k.
+// The k loop of the tiles on packed k groups (vdpbf16ps and vpmaddwd pairs, vpdpbusd quads): B's
+// `group` rows of each column were packed side by side, so one `bvec` load (4 bytes a column) per
+// vector holds a group of k for `width` columns; A's group of row r is one 32-bit word broadcast by
+// `a_vector` (`present` < group only for the last, partial group of k); `fold(acc, a, b)` folds a
+// group into each accumulator. A's rows must be contiguous (rows_contiguous_a). Returns the
+// accumulators after all of k.
 template <class AVector, class Fold>
 std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a,
                                        llvm::Value* panel_ptr, llvm::Value* i, int64_t rows, int64_t vectors, int64_t k,
@@ -398,9 +400,9 @@ std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& t
 //   their 16-bit pair sums.
 enum class PairDot { bf16, words };
 
-void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, PairDot kind, const MatrixOperand& a, llvm::Value* c,
-                      int64_t ldc, int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
-                      int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
+void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, PairDot kind, const MatrixOperand& a,
+                      llvm::Value* c, int64_t ldc, int64_t k, bool accumulate, llvm::Value* panel_ptr,
+                      llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
   const bool words = kind == PairDot::words;
   llvm::Type* i32 = b.getInt32Ty();
   CTile ct(b, c, ldc, col0, i, rows, cols, tile.width, words ? i32 : b.getFloatTy());
@@ -609,7 +611,8 @@ void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
   auto fold = [&](llvm::Value* acc, llvm::Value* av, llvm::Value* bv) {
     return row_sums ? b.CreateCall(dot, {acc, bv, av}) : b.CreateCall(dot, {acc, av, bv});
   };
-  const std::vector<llvm::Value*> acc = k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 4, vec, fold, a_quad, init, prefetch);
+  const std::vector<llvm::Value*> acc =
+      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 4, vec, fold, a_quad, init, prefetch);
   ct.store(acc);
 }
 
