@@ -347,17 +347,15 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   std::optional<SpreadPrefetch> spread_prefetch;
   if (tiles && B == 1 && strided_views) {
     // A block of a parameter is packed once per kernel run: B always, an A the f32 tile converts
-    // or the vpmaddwd tile widens.
-    if (acc == DType::f32 && !pairs && !gemm_f32_reads_a_in_place(a_ops[0]))
-      if (llvm::Value* dense = cached_pack(lhs, a_ops[0], M, K, M * K * 4, "dense f32", [&](llvm::Value* to) {
-            emit_pack_dense(b_, a_ops[0], to, M, K, DType::f32);
-          }))
-        a_ops[0] = MatrixOperand{dense, DType::f32, K};
-    if (int8_tiles && gemm_int8_words(target_, lt.dtype, rt_.dtype))
-      if (llvm::Value* words = cached_pack(lhs, a_ops[0], M, K, M * K * 2, "dense i16", [&](llvm::Value* to) {
-            emit_pack_dense(b_, a_ops[0], to, M, K, DType::i16);
-          }))
-        a_ops[0] = MatrixOperand{words, DType::i16, K};
+    // to f32 or the vpmaddwd tile widens to i16.
+    std::optional<DType> a_as;
+    if (acc == DType::f32 && !pairs && !gemm_f32_reads_a_in_place(a_ops[0])) a_as = DType::f32;
+    if (int8_tiles && gemm_int8_words(target_, lt.dtype, rt_.dtype)) a_as = DType::i16;
+    if (a_as)
+      if (llvm::Value* dense = cached_pack(lhs, a_ops[0], M, K, M * K * dtype_size(*a_as),
+                                           "dense " + std::string(dtype_name(*a_as)),
+                                           [&](llvm::Value* to) { emit_pack_dense(b_, a_ops[0], to, M, K, *a_as); }))
+        a_ops[0] = MatrixOperand{dense, *a_as, K};
     // The next block of B along k, which the next grid step most likely packs, is fetched while
     // this dot runs: by the micro-tiles, spread through their k loops together with the slot it
     // will be packed into; on AMX tiles in one burst after the pack.

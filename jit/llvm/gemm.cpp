@@ -110,14 +110,16 @@ void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed
   });
 }
 
-// A as the f32 micro-tile reads it: f32 in place (gemm_f32_reads_a_in_place), else a dense
-// row-major f32 copy in `packed` (leading dim k), converting 16-bit floats once. Packing an f32 A
-// too measured no faster on the seed matmul and slower for megablox gmm, whose A blocks do not recur
-// soon enough for the packed-A cache (codegen_dot.cpp) to keep them.
-MatrixOperand pack_a(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k) {
-  if (gemm_f32_reads_a_in_place(a)) return a;
-  emit_pack_dense(b, a, packed, m, k, DType::f32);
-  return MatrixOperand{packed, DType::f32, k};
+// A as the f32 micro-tile (`to` f32) or the vpmaddwd tile (`to` i16) reads it: in place when it is
+// of that dtype already, else a dense row-major copy in `packed` (leading dim k), converted once
+// (16-bit floats widened to f32, bytes sign-extended to i16). Packing an f32 A too measured no
+// faster on the seed matmul and slower for megablox gmm, whose A blocks do not recur soon enough
+// for the packed-A cache (codegen_dot.cpp) to keep them.
+MatrixOperand pack_a(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value* packed, int64_t m, int64_t k,
+                     DType to) {
+  if (a.dtype == to) return a;
+  emit_pack_dense(b, a, packed, m, k, to);
+  return MatrixOperand{packed, to, k};
 }
 
 // A as the k-group tiles read it (one 32-bit word per group of a row): in place when its rows are
@@ -771,7 +773,7 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
     return;
   }
   // f32: A dense f32 or transposed f32, read in place; anything else converted once.
-  const MatrixOperand a_tiles = pack_a(b, a, packed_a, m, k);
+  const MatrixOperand a_tiles = pack_a(b, a, packed_a, m, k, DType::f32);
   const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k);
   rect_tiles(b, tile, CRect{0, m, 0, n}, packed, k * tile.panel() * 4,
              [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
@@ -785,12 +787,8 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
   if (m == 0 || n == 0) return;
   if (gemm_int8_words(target, DType::i8, bm.dtype)) {
     if (!b_packed) emit_pack_b(b, target, DType::i8, bm, packed, n, k);
-    MatrixOperand words = a;
-    if (a.dtype != DType::i16) {
-      emit_pack_dense(b, a, packed_a, m, k, DType::i16);
-      words = MatrixOperand{packed_a, DType::i16, k};
-    }
-    pair_gemm(b, target, PairDot::words, words, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a, prefetch);
+    pair_gemm(b, target, PairDot::words, pack_a(b, a, packed_a, m, k, DType::i16), bm.dtype, c, ldc, m, n, k,
+              accumulate, packed, packed_a, prefetch);
     return;
   }
   const GemmTile tile = gemm_tile(target);
