@@ -179,15 +179,18 @@ void run_dot(const Dot& dot) {
   engine.configure(module, host);
   llvm::IRBuilder<> b(ctx);
   llvm::Type* ptr = b.getPtrTy();
-  auto* type = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
+  auto* type = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, ptr, ptr, ptr}, false);
   const std::string name = "tessera_amx_emulated_dot";
   llvm::Function* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module);
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", f));
   const MatrixOperand a{f->getArg(0), dot.dtype, dot.lda, dot.a_cs}, bm{f->getArg(1), dot.dtype, dot.ldb};
-  if (bf16)
-    emit_gemm_f32(b, amx, a, bm, f->getArg(2), dot.ldc, dot.m, dot.n, dot.k, dot.accumulate, f->getArg(3), f->getArg(4));
-  else
-    emit_gemm_i8(b, amx, a, bm, f->getArg(2), dot.ldc, dot.m, dot.n, dot.k, dot.accumulate, f->getArg(3), f->getArg(4));
+  const CMatrix c{.ptr = f->getArg(2),
+                  .ld = dot.ldc,
+                  .accumulate = dot.accumulate,
+                  .from = dot.from ? f->getArg(5) : nullptr,
+                  .from_ld = dot.from_ld};
+  if (bf16) emit_gemm_f32(b, amx, a, bm, c, dot.m, dot.n, dot.k, f->getArg(3), f->getArg(4));
+  else emit_gemm_i8(b, amx, a, bm, c, dot.m, dot.n, dot.k, f->getArg(3), f->getArg(4));
   b.CreateRetVoid();
   emulate_tiles(*f);
   std::string errors;
@@ -197,8 +200,8 @@ void run_dot(const Dot& dot) {
   if (!object) throw InternalError("amx emulation", "the emulated dot did not load");
   std::vector<uint8_t> packed(gemm_packed_b_bytes(amx, dot.dtype, dot.dtype, dot.n, dot.k) + 64),
       packed_a(gemm_packed_a_bytes(amx, dot.dtype, dot.dtype, dot.m, dot.k) + 64);
-  auto run = reinterpret_cast<void (*)(const void*, const void*, void*, void*, void*)>(object->address());
-  run(dot.a, dot.b, dot.c, packed.data(), packed_a.data());
+  auto run = reinterpret_cast<void (*)(const void*, const void*, void*, void*, void*, const void*)>(object->address());
+  run(dot.a, dot.b, dot.c, packed.data(), packed_a.data(), dot.from);
 }
 
 }  // namespace tessera::jit::amx_emulation

@@ -33,7 +33,8 @@ void tdpbssd(Tile& c, const Tile& a, const Tile& b);
 // emit_gemm_i8 for i8 x i8 -> i32), tiles emulated, compiled for and run on this host, which must
 // run the avx512_bf16 target (the edges' vdpbf16ps / vpdpbusd tiles). A is m x k with element (r, c)
 // at a[r * lda + c * a_cs], B k x n row-major with leading dim ldb, C m x n (f32 or i32) with
-// leading dim ldc.
+// leading dim ldc; accumulating, the sums start from C or, given `from`, from that m x n matrix
+// (leading dim from_ld).
 struct Dot {
   DType dtype;  // bf16 or i8: both operands
   int64_t m, n, k;
@@ -44,6 +45,8 @@ struct Dot {
   void* c;
   int64_t ldc;
   bool accumulate;
+  const void* from = nullptr;
+  int64_t from_ld = 0;
 };
 void run_dot(const Dot& dot);
 

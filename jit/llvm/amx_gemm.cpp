@@ -41,8 +41,8 @@ struct TileOps {
 
 }  // namespace
 
-void emit_amx_tiles(llvm::IRBuilderBase& b, const AmxPlan& plan, llvm::Value* a, llvm::Value* packed_b, llvm::Value* c,
-                    bool accumulate) {
+void emit_amx_tiles(llvm::IRBuilderBase& b, const AmxPlan& plan, llvm::Value* a, llvm::Value* packed_b,
+                    const CMatrix& c) {
   if (plan.tile_rows == 0 || plan.tile_cols == 0) return;
   TileOps tiles(b, plan.elem == 2);
   auto i64 = [&](int64_t v) { return b.getInt64(v); };
@@ -55,9 +55,12 @@ void emit_amx_tiles(llvm::IRBuilderBase& b, const AmxPlan& plan, llvm::Value* a,
     for (int64_t rt = 0; rt < row_tiles; ++rt)
       for (int64_t ct = 0; ct < col_tiles; ++ct) {
         llvm::Value* col = b.CreateAdd(b.CreateMul(p, i64(plan.panel)), i64(ct * kAmxTileLanes));
-        c_tiles.push_back(at(c, b.CreateAdd(b.CreateMul(tile_row(rt), i64(plan.c_row_bytes)),
-                                            b.CreateMul(col, i64(kLaneBytes)))));
-        init.push_back(accumulate ? tiles.loaded(c_tiles.back(), plan.c_row_bytes) : tiles.zeros());
+        auto tile_at = [&](llvm::Value* base, int64_t row_bytes) {
+          return at(base, b.CreateAdd(b.CreateMul(tile_row(rt), i64(row_bytes)), b.CreateMul(col, i64(kLaneBytes))));
+        };
+        c_tiles.push_back(tile_at(c.ptr, plan.c_row_bytes));
+        const int64_t from_row_bytes = c.source_ld() * kLaneBytes;
+        init.push_back(c.accumulate ? tiles.loaded(tile_at(c.source(), from_row_bytes), from_row_bytes) : tiles.zeros());
       }
     llvm::Value* panel_base = at(packed_b, b.CreateMul(p, i64(plan.b_panel_bytes)));
     const std::vector<llvm::Value*> acc = emit_loop(

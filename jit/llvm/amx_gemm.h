@@ -9,6 +9,7 @@
 #pragma once
 
 #include "jit/llvm/amx_plan.h"
+#include "jit/llvm/gemm.h"
 
 namespace llvm {
 class IRBuilderBase;
@@ -20,9 +21,11 @@ namespace tessera::jit {
 // C (+)= A . B over the plan's tiled part of C, rows [0, tile_rows) x columns [0, tile_cols): `a`
 // is the A the plan's a_offset walks (in place or the padded copy), `packed_b` B packed in k pairs
 // (bf16, plan.elem 2: tdpbf16ps into f32 C) or k quads (i8, plan.elem 1: tdpbssd into i32 C). Each
-// block's accumulator tiles start from C (`accumulate`) or zero and stay in tile registers across
-// the k loop; C is read and written only at the block's start and end.
-void emit_amx_tiles(llvm::IRBuilderBase& b, const AmxPlan& plan, llvm::Value* a, llvm::Value* packed_b, llvm::Value* c,
-                    bool accumulate);
+// block's accumulator tiles start from the sum C starts from (CMatrix: C itself or another matrix,
+// when accumulating) or zero and stay in tile registers across the k loop; C is read and written
+// only at the block's start and end. Tile stores have no non-temporal form: `streaming` is left to
+// the vector tiles.
+void emit_amx_tiles(llvm::IRBuilderBase& b, const AmxPlan& plan, llvm::Value* a, llvm::Value* packed_b,
+                    const CMatrix& c);
 
 }  // namespace tessera::jit

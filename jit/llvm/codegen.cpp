@@ -203,7 +203,7 @@ void Emitter::loop_nest(const Shape& shape, const std::function<void(const Index
 void Emitter::prepare(ValueId v) {
   TensorCg& t = tensor(v);
   if (t.kind == TensorCg::Kind::Dot) {
-    compute_dot(v, nullptr);
+    compute_dot(v);
     return;
   }
   if (t.kind != TensorCg::Kind::Lazy) return;
@@ -213,7 +213,7 @@ void Emitter::prepare(ValueId v) {
 void Emitter::materialize(ValueId v) {
   TensorCg& t = tensor(v);
   if (t.kind == TensorCg::Kind::Dot) {
-    compute_dot(v, nullptr);
+    compute_dot(v);
     return;
   }
   if (t.kind != TensorCg::Kind::Lazy) return;

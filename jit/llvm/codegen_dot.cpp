@@ -1,7 +1,7 @@
 // dot_general and dot_accumulate. A dot_accumulate (`acc() += dot(...)`, fused by the lowering)
 // runs the GEMM micro-kernel straight into the ref; a dot_general is kept deferred until it is used,
-// so that a store of it writes the ref directly too; anywhere else the dot is computed into a
-// temporary.
+// so that a store of it, or of it added to another ref's contents (`out() = acc() + dot(...)`),
+// writes the ref directly too; anywhere else the dot is computed into a temporary.
 #include <algorithm>
 #include <optional>
 
@@ -32,14 +32,39 @@ bool Emitter::store_dot(const ir::Op& op) {
   if (operands.mask != ir::kNone) return false;
   const ValueId target = operands.ref, value = operands.value;
   const RefCg& r = ref(target);
-  if (r.shape.size() != 2 || r.strides[1] != 1) return false;
-  if (static_uses_[value] != 1) return false;
-  const Cg& cg = values_[value];
-  if (!std::holds_alternative<TensorCg>(cg) || std::get<TensorCg>(cg).kind != TensorCg::Kind::Dot ||
-      std::get<TensorCg>(cg).dtype != r.dtype)
-    return false;
+  if (r.shape.size() != 2 || r.strides[1] != 1 || static_uses_[value] != 1) return false;
+  auto deferred_dot = [&](ValueId v) {
+    const Cg& cg = values_[v];
+    return static_uses_[v] == 1 && std::holds_alternative<TensorCg>(cg) &&
+           std::get<TensorCg>(cg).kind == TensorCg::Kind::Dot && std::get<TensorCg>(cg).dtype == r.dtype;
+  };
+  // The sum the GEMM starts from, read where it is: a load, not yet computed, of a row-major window
+  // of other memory with the target's shape and dtype.
+  auto addend = [&](ValueId v) -> std::optional<RefCg> {
+    const ir::Op* d = fn_.def(v);
+    if (!d || d->kind != OpKind::Load || ir::load_operands(*d).mask != ir::kNone || static_uses_[v] != 1 ||
+        tensor(v).kind != TensorCg::Kind::Lazy)
+      return std::nullopt;
+    const RefCg& a = ref(ir::load_operands(*d).ref);
+    if (a.shape != r.shape || a.dtype != r.dtype || a.strides[1] != 1 || a.root == r.root || a.lanes) return std::nullopt;
+    return a;
+  };
+  // The value is the dot, or the dot added to such a load (`out() = acc() + dot(...)`).
+  ValueId dot_value = value;
+  std::optional<RefCg> from;
+  if (!deferred_dot(value)) {
+    const ir::Op* add = fn_.def(value);
+    if (!add || add->kind != OpKind::Add) return false;
+    for (int s = 0; s < 2 && !from; ++s)
+      if (deferred_dot(add->operands[1 - s])) {
+        from = addend(add->operands[s]);
+        dot_value = add->operands[1 - s];
+      }
+    if (!from) return false;
+  }
   // The micro-kernels write f32 C, and i32 C for the int8 tiles.
-  const ir::DotOperands dot = ir::dot_operands(fn_.ops[std::get<TensorCg>(cg).dot]);
+  const ir::Op& dot_op = fn_.ops[tensor(dot_value).dot];
+  const ir::DotOperands dot = ir::dot_operands(dot_op);
   const bool int8_tile = gemm_int8_tiles(target_, fn_.type(dot.lhs).dtype, fn_.type(dot.rhs).dtype);
   if (r.dtype != DType::f32 && !(r.dtype == DType::i32 && int8_tile)) return false;
   // The dot's operands must not read the target (the GEMM writes it while reading them).
@@ -47,8 +72,12 @@ bool Emitter::store_dot(const ir::Op& op) {
   std::set<ValueId> mine;
   tree(value, mine);
   flush_readers(r.root, mine);
-  compute_dot(value, &r);
-  uses_[value] = 0;
+  // A stored dot is the ref's last word, so an output past the caches is streamed to memory as any
+  // store to it is (an accumulation into it is not: a next k step reads it back); the micro-tiles
+  // check the alignment themselves, and store a row's partial last vector under a mask.
+  gemm(dot.lhs, dot.rhs, std::get<ir::DotAttr>(dot_op.attr), fn_.type(dot_op.results[0]), &r,
+       /*accumulate=*/from.has_value(), from ? &*from : nullptr, past_caches(r));
+  for (ValueId v : mine) uses_[v] = 0;
   used(op);
   return true;
 }
@@ -270,15 +299,14 @@ void prefetch_next_block(llvm::IRBuilderBase& b, const MatrixOperand& x, int64_t
 
 }  // namespace
 
-void Emitter::compute_dot(ValueId v, const RefCg* into) {
+void Emitter::compute_dot(ValueId v) {
   const ir::Op& op = fn_.ops[tensor(v).dot];
   const ir::DotOperands operands = ir::dot_operands(op);
-  TensorCg m = gemm(operands.lhs, operands.rhs, std::get<ir::DotAttr>(op.attr), fn_.type(op.results[0]), into, false);
-  if (!into) values_[v] = std::move(m);
+  values_[v] = gemm(operands.lhs, operands.rhs, std::get<ir::DotAttr>(op.attr), fn_.type(op.results[0]), nullptr, false);
 }
 
 TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const Type& t, const RefCg* into,
-                       bool accumulate) {
+                       bool accumulate, const RefCg* from, bool streaming) {
   const Type lt = fn_.type(lhs), rt_ = fn_.type(rhs);
   const DType result = t.dtype;
   const DType acc = (is_float(lt.dtype) || is_float(rt_.dtype))
@@ -387,13 +415,19 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   }
   for (int64_t bt = 0; bt < B; ++bt) {
     llvm::Value* cb = into ? c : element_address(b_, acc, c, b_.getInt64(bt * M * N));
+    const CMatrix cm{.ptr = cb,
+                     .ld = ldc,
+                     .accumulate = accumulate,
+                     .from = from ? from->base : nullptr,
+                     .from_ld = from ? from->strides[0] : 0,
+                     .streaming = streaming};
     if (acc == DType::f32)
-      emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed,
+      emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cm, M, N, K, packed, packed_a, b_packed,
                     spread_prefetch ? &*spread_prefetch : nullptr);
     else if (int8_tiles)
-      emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cb, ldc, M, N, K, accumulate, packed, packed_a, b_packed,
+      emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cm, M, N, K, packed, packed_a, b_packed,
                    spread_prefetch ? &*spread_prefetch : nullptr);
-    else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);
+    else emit_gemm_loops(b_, a_ops[bt], b_ops[bt], cb, ldc, acc, M, N, K, accumulate);  // no `from`: tiles only
   }
   if (into) return {};
   TensorCg m;

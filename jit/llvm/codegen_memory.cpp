@@ -168,14 +168,18 @@ static bool has_short_rows(const RefCg& r) {
          r.shape.back() * dtype_size(r.dtype) <= 8192;
 }
 
-bool Emitter::streams_past_caches(const RefCg& r) const {
+bool Emitter::past_caches(const RefCg& r) const {
   // Only a kernel's own output array (a parameter outside VMEM and SMEM) is written to memory; VMEM
   // buffers and scratch are meant to stay in the caches.
   if (fn_.def(r.root)) return false;
   const Type& array = fn_.type(r.root);
   if (array.space == MemorySpace::VMEM || array.space == MemorySpace::SMEM) return false;
+  return array.num_elements() * dtype_size(r.dtype) >= kStreamingBytes;
+}
+
+bool Emitter::streams_past_caches(const RefCg& r) const {
+  if (!past_caches(r)) return false;
   const int64_t es = dtype_size(r.dtype);
-  if (array.num_elements() * es < kStreamingBytes) return false;
   // Element types stored as computed, rows of whole 64-byte lines with line-aligned row strides: a
   // row that starts on a line boundary is whole vectors of one line each.
   if (r.dtype != DType::f32 && r.dtype != DType::i32 && r.dtype != DType::f64 && r.dtype != DType::i64) return false;

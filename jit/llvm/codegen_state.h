@@ -189,8 +189,10 @@ class Emitter {
   void view(ir::OpId id);
   void load(const ir::Op& op);
   void store(ir::OpId id);
-  // Whether a store into `r` writes a large output array best written past the caches, and that
-  // store, one line-wide non-temporal vector at a time (codegen_memory.cpp says when and why).
+  // Whether `r` is a window of an output array large enough to be written past the caches; whether
+  // a store into it is written so, and that store, one line-wide non-temporal vector at a time
+  // (codegen_memory.cpp says when and why).
+  bool past_caches(const RefCg& r) const;
   bool streams_past_caches(const RefCg& r) const;
   void store_streaming(const RefCg& r, ValueId value, const std::function<void(const Index&)>& store_at);
   void emit_block_copy(ir::OpId id);
@@ -198,7 +200,8 @@ class Emitter {
 
   // ---- dot_general (codegen_dot.cpp) ----
   void defer_dot(ir::OpId id);
-  // store(r, dot) of f32 into a row-major f32 matrix: the GEMM writes the ref directly.
+  // store(r, dot) or store(r, load(acc) + dot) of f32 (i32 on the int8 tiles) into a row-major
+  // matrix: the GEMM writes the ref directly, its sums starting from acc where it is.
   bool store_dot(const ir::Op& op);
   // ref += dot_general(lhs, rhs).
   void emit_dot_accumulate(ir::OpId id);
@@ -215,12 +218,13 @@ class Emitter {
   llvm::Value* cached_pack(ValueId v, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t bytes,
                            const std::string& layout, const std::function<void(llvm::Value*)>& pack,
                            SpreadPrefetch* spread = nullptr, int64_t next = 0);
-  // Computes a deferred dot_general: into `into` (an f32 2-D ref), or into a temporary that the
-  // tensor then holds.
-  void compute_dot(ValueId v, const RefCg* into);
-  // dot_general(lhs, rhs) of result type `t`: into `into` (an f32 2-D ref, accumulating or not), or
-  // into a temporary returned as a Buffer.
-  TensorCg gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const Type& t, const RefCg* into, bool accumulate);
+  // Computes a deferred dot_general into a temporary that the tensor then holds.
+  void compute_dot(ValueId v);
+  // dot_general(lhs, rhs) of result type `t`: into `into` (a 2-D ref the micro-kernels write, or
+  // null: a temporary returned as a Buffer), with `accumulate` adding it to `into`'s contents or,
+  // given `from`, to that ref's; `streaming`: non-temporal stores (CMatrix).
+  TensorCg gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const Type& t, const RefCg* into, bool accumulate,
+                const RefCg* from = nullptr, bool streaming = false);
 
   // ---- control flow (codegen_control.cpp) ----
   // Block values crossing a control-flow boundary live in buffers allocated once.

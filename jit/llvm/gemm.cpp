@@ -131,13 +131,12 @@ MatrixOperand rows_contiguous_a(llvm::IRBuilderBase& b, const MatrixOperand& a, 
   return MatrixOperand{packed, a.dtype, k};
 }
 
-// The C side of a micro-tile: rows [i, i + rows), columns [col0, col0 + cols) of an f32 C with
-// leading dim ldc, in `vectors` registers per row; a partial last vector (cols not a multiple of the
-// width) loads and stores under a constant mask, so a column tail never touches C past n.
+// The C side of a micro-tile: rows [i, i + rows), columns [col0, col0 + cols) of C (f32, or i32
+// for the int8 tiles), in `vectors` registers per row; a partial last vector (cols not a multiple
+// of the width) loads and stores under a constant mask, so a column tail never touches C past n.
 struct CTile {
   llvm::IRBuilderBase& b;
-  llvm::Value* c;
-  int64_t ldc;
+  const CMatrix& c;
   llvm::Value* col0;
   llvm::Value* i;
   int64_t rows, width, vectors, partial;
@@ -145,9 +144,9 @@ struct CTile {
   llvm::FixedVectorType* vec;
   llvm::Value* mask = nullptr;
 
-  CTile(llvm::IRBuilderBase& b_, llvm::Value* c_, int64_t ldc_, llvm::Value* col0_, llvm::Value* i_, int64_t rows_,
-        int64_t cols, int64_t width_, llvm::Type* elem_ = nullptr)
-      : b(b_), c(c_), ldc(ldc_), col0(col0_), i(i_), rows(rows_), width(width_), vectors((cols + width_ - 1) / width_),
+  CTile(llvm::IRBuilderBase& b_, const CMatrix& c_, llvm::Value* col0_, llvm::Value* i_, int64_t rows_, int64_t cols,
+        int64_t width_, llvm::Type* elem_ = nullptr)
+      : b(b_), c(c_), col0(col0_), i(i_), rows(rows_), width(width_), vectors((cols + width_ - 1) / width_),
         partial(cols % width_), elem(elem_ ? elem_ : b_.getFloatTy()), vec(llvm::FixedVectorType::get(elem, width_)) {
     if (!partial) return;
     std::vector<llvm::Constant*> lanes;
@@ -155,29 +154,64 @@ struct CTile {
     mask = llvm::ConstantVector::get(lanes);
   }
   bool masked(int64_t v) const { return partial && v == vectors - 1; }
-  llvm::Value* address(int64_t r, int64_t v) {
+  llvm::Value* address(llvm::Value* base, int64_t ld, int64_t r, int64_t v) {
     llvm::Value* row = b.CreateAdd(i, i64(b, r));
-    return b.CreateInBoundsGEP(elem, c,
-                               b.CreateAdd(b.CreateMul(row, i64(b, ldc)), b.CreateAdd(col0, i64(b, v * width))));
+    return b.CreateInBoundsGEP(elem, base,
+                               b.CreateAdd(b.CreateMul(row, i64(b, ld)), b.CreateAdd(col0, i64(b, v * width))));
   }
-  // The accumulators' starting values: C itself when accumulating, else zeros (row-major order).
-  std::vector<llvm::Value*> load(bool accumulate) {
+  // The accumulators' starting values: the sum C starts from when accumulating (CMatrix::source),
+  // else zeros (row-major order).
+  std::vector<llvm::Value*> load() {
     std::vector<llvm::Value*> init;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t v = 0; v < vectors; ++v) {
         llvm::Value* zero = llvm::Constant::getNullValue(vec);
-        if (!accumulate) init.push_back(zero);
-        else if (masked(v)) init.push_back(b.CreateMaskedLoad(vec, address(r, v), llvm::Align(4), mask, zero));
-        else init.push_back(b.CreateAlignedLoad(vec, address(r, v), llvm::Align(4)));
+        if (!c.accumulate) {
+          init.push_back(zero);
+          continue;
+        }
+        llvm::Value* at = address(c.source(), c.source_ld(), r, v);
+        if (masked(v)) init.push_back(b.CreateMaskedLoad(vec, at, llvm::Align(4), mask, zero));
+        else init.push_back(b.CreateAlignedLoad(vec, at, llvm::Align(4)));
       }
     return init;
   }
+  // Streams whole vectors when C's rows are whole lines and C starts on one (checked here, once per
+  // dot after LLVM hoists it; the tiles' columns start at multiples of 16 elements), so that every
+  // such vector lies at a multiple of its size.
   void store(const std::vector<llvm::Value*>& acc) {
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t v = 0; v < vectors; ++v) {
-        if (masked(v)) b.CreateMaskedStore(acc[r * vectors + v], address(r, v), llvm::Align(4), mask);
-        else b.CreateAlignedStore(acc[r * vectors + v], address(r, v), llvm::Align(4));
-      }
+    auto stores = [&](bool nontemporal) {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t v = 0; v < vectors; ++v) {
+          llvm::Value* at = address(c.ptr, c.ld, r, v);
+          if (masked(v)) {
+            b.CreateMaskedStore(acc[r * vectors + v], at, llvm::Align(4), mask);
+          } else if (!nontemporal) {
+            b.CreateAlignedStore(acc[r * vectors + v], at, llvm::Align(4));
+          } else {
+            llvm::StoreInst* st = b.CreateAlignedStore(acc[r * vectors + v], at, llvm::Align(width * 4));
+            st->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                            llvm::MDNode::get(b.getContext(), llvm::ConstantAsMetadata::get(b.getInt32(1))));
+          }
+        }
+    };
+    if (!c.streaming || (c.ld * 4) % 64 != 0) {
+      stores(false);
+      return;
+    }
+    llvm::Value* aligned = b.CreateICmpEQ(b.CreateAnd(b.CreatePtrToInt(c.ptr, b.getInt64Ty()), i64(b, 63)), i64(b, 0));
+    llvm::Function* f = b.GetInsertBlock()->getParent();
+    auto* streamed = llvm::BasicBlock::Create(b.getContext(), "c.stream", f);
+    auto* cached = llvm::BasicBlock::Create(b.getContext(), "c.store", f);
+    auto* done = llvm::BasicBlock::Create(b.getContext(), "c.stored", f);
+    b.CreateCondBr(aligned, streamed, cached);
+    b.SetInsertPoint(streamed);
+    stores(true);
+    b.CreateBr(done);
+    b.SetInsertPoint(cached);
+    stores(false);
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
   }
 };
 
@@ -252,15 +286,15 @@ TripPrefetch trip_prefetch(const SpreadPrefetch* queue, const GemmTile& tile, in
   return {queue, std::clamp<int64_t>(trips ? (queue->lines() + trips - 1) / trips : 0, 2, 8)};
 }
 
-void micro_tile(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
-                int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
-                int64_t cols, const TripPrefetch& prefetch) {
+void micro_tile(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, const CMatrix& c, int64_t k,
+                llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols,
+                const TripPrefetch& prefetch) {
   llvm::Type* f32 = b.getFloatTy();
-  CTile ct(b, c, ldc, col0, i, rows, cols, tile.width);
+  CTile ct(b, c, col0, i, rows, cols, tile.width);
   const int64_t width = tile.width, vectors = ct.vectors;
   auto* vec = ct.vec;
   llvm::Function* fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
-  const std::vector<llvm::Value*> init = ct.load(accumulate);
+  const std::vector<llvm::Value*> init = ct.load();
   std::vector<llvm::Value*> acc = emit_k_loop(
       b, k, init, [&](llvm::Value* kk, const std::vector<llvm::Value*>& cur) {
         llvm::Value* row_base = b.CreateMul(kk, i64(b, tile.panel()));
@@ -403,11 +437,11 @@ std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& t
 enum class PairDot { bf16, words };
 
 void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, PairDot kind, const MatrixOperand& a,
-                      llvm::Value* c, int64_t ldc, int64_t k, bool accumulate, llvm::Value* panel_ptr,
-                      llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
+                      const CMatrix& c, int64_t k, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
+                      int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
   const bool words = kind == PairDot::words;
   llvm::Type* i32 = b.getInt32Ty();
-  CTile ct(b, c, ldc, col0, i, rows, cols, tile.width, words ? i32 : b.getFloatTy());
+  CTile ct(b, c, col0, i, rows, cols, tile.width, words ? i32 : b.getFloatTy());
   const int64_t width = tile.width, vectors = ct.vectors;
   auto* pairs = llvm::FixedVectorType::get(words ? b.getInt16Ty() : b.getBFloatTy(), 2 * width);
   llvm::Function* dot = llvm::Intrinsic::getDeclaration(
@@ -424,7 +458,7 @@ void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, PairDot kind
     return words ? b.CreateAdd(acc, b.CreateCall(dot, {av, bv})) : b.CreateCall(dot, {acc, av, bv});
   };
   const std::vector<llvm::Value*> acc =
-      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, pairs, fold, a_pair, ct.load(accumulate), prefetch);
+      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, pairs, fold, a_pair, ct.load(), prefetch);
   ct.store(acc);
 }
 
@@ -571,16 +605,16 @@ void emit_a_row_sums(llvm::IRBuilderBase& b, const MatrixOperand& a, llvm::Value
 // biased, pack_b_quads) the A quad is vpdpbusd's signed operand as it is and the accumulators start
 // at C (or zero) minus 128 * the row's sum of A; else the quad is the unsigned operand with each
 // byte's sign bit flipped (the missing bytes meet zero B rows) and they start at C minus 128 * colsum.
-void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, llvm::Value* c, int64_t ldc,
-                      int64_t k, bool accumulate, llvm::Value* panel_ptr, llvm::Value* colsum, llvm::Value* row_sums,
-                      llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
+void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, const CMatrix& c,
+                      int64_t k, llvm::Value* panel_ptr, llvm::Value* colsum, llvm::Value* row_sums, llvm::Value* col0,
+                      llvm::Value* i, int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
   llvm::Type* i32 = b.getInt32Ty();
-  CTile ct(b, c, ldc, col0, i, rows, cols, tile.width, i32);
+  CTile ct(b, c, col0, i, rows, cols, tile.width, i32);
   const int64_t width = tile.width, vectors = ct.vectors;
   auto* vec = ct.vec;
   llvm::Function* dot = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(),
                                                         llvm::Intrinsic::x86_avx512_vpdpbusd_512);
-  std::vector<llvm::Value*> init = ct.load(accumulate);
+  std::vector<llvm::Value*> init = ct.load();
   if (row_sums) {
     for (int64_t r = 0; r < rows; ++r) {
       llvm::Value* sum = b.CreateLoad(i32, b.CreateInBoundsGEP(i32, row_sums, b.CreateAdd(i, i64(b, r))));
@@ -710,8 +744,8 @@ void rect_tiles(llvm::IRBuilderBase& b, const GemmTile& tile, const CRect& r, ll
 // else copied into `packed_a` first.
 template <class TileAt>
 void k_group_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, DType b_dtype,
-                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                  llvm::Value* packed_a, const TileAt& tile_at) {
+                  const CMatrix& c, int64_t m, int64_t n, int64_t k, llvm::Value* packed, llvm::Value* packed_a,
+                  const TileAt& tile_at) {
   const GemmTile tile = gemm_tile(target);
   const int64_t elem = dtype_size(a.dtype), groups = packed_b_groups(k, kLaneBytes / elem);
   const int64_t panel_bytes = groups * tile.panel() * kLaneBytes;
@@ -725,7 +759,7 @@ void k_group_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
     micro_tiles(rows_contiguous_a(b, a, packed_a, m, k), CRect{0, m, 0, n});
     return;
   }
-  const AmxPlan plan = plan_amx(m, n, k, elem, a.rows_contiguous(), a.ld, ldc, tile.panel());
+  const AmxPlan plan = plan_amx(m, n, k, elem, a.rows_contiguous(), a.ld, c.ld, tile.panel());
   MatrixOperand at = a;
   if (plan.pack_a) {
     // Dense rows of k_padded elements, zero past k: the last k step's tiles read zeros.
@@ -742,53 +776,59 @@ void k_group_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
   } else if (!plan.fallback.empty()) {
     at = rows_contiguous_a(b, a, packed_a, m, k);
   }
-  emit_amx_tiles(b, plan, at.ptr, packed, c, accumulate);
+  emit_amx_tiles(b, plan, at.ptr, packed, c);
   for (const CRect& r : plan.fallback) micro_tiles(at, r);
 }
 
 // C (+)= A . B on the pair tiles of `kind`, B packed already and A as micro_tile_pairs reads it.
 void pair_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, PairDot kind, const MatrixOperand& a, DType b_dtype,
-               llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-               llvm::Value* packed_a, const SpreadPrefetch* prefetch) {
+               const CMatrix& c, int64_t m, int64_t n, int64_t k, llvm::Value* packed, llvm::Value* packed_a,
+               const SpreadPrefetch* prefetch) {
   const GemmTile tile = gemm_tile(target);
   const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 2);
-  k_group_gemm(b, target, a, b_dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
+  k_group_gemm(b, target, a, b_dtype, c, m, n, k, packed, packed_a,
                [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
-                   int64_t cols) {
-                 micro_tile_pairs(b, tile, kind, at, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols, trip);
-               });
+                   int64_t cols) { micro_tile_pairs(b, tile, kind, at, c, k, panel_ptr, col0, i, rows, cols, trip); });
+}
+
+// Non-temporal stores are weakly ordered: a dot that streamed C fences them before anything that
+// follows (another thread's read of the output after the launch) may rely on them.
+void fence_streamed(llvm::IRBuilderBase& b, const CMatrix& c) {
+  if (c.streaming) b.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
 }
 
 }  // namespace
 
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
-                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                   llvm::Value* packed_a, bool b_packed, const SpreadPrefetch* prefetch) {
+                   const CMatrix& c, int64_t m, int64_t n, int64_t k, llvm::Value* packed, llvm::Value* packed_a,
+                   bool b_packed, const SpreadPrefetch* prefetch) {
   if (m == 0 || n == 0) return;
   const GemmTile tile = gemm_tile(target);
   if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
   if (gemm_bf16_pairs(target, a.dtype, bm.dtype)) {
     // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast) unless its rows are strided.
-    pair_gemm(b, target, PairDot::bf16, a, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a, prefetch);
-    return;
+    pair_gemm(b, target, PairDot::bf16, a, bm.dtype, c, m, n, k, packed, packed_a, prefetch);
+  } else {
+    // f32: A dense f32 or transposed f32, read in place; anything else converted once.
+    const MatrixOperand a_tiles = pack_a(b, a, packed_a, m, k, DType::f32);
+    const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k);
+    rect_tiles(b, tile, CRect{0, m, 0, n}, packed, k * tile.panel() * 4,
+               [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
+                 micro_tile(b, tile, a_tiles, c, k, panel_ptr, col0, i, rows, cols, trip);
+               });
   }
-  // f32: A dense f32 or transposed f32, read in place; anything else converted once.
-  const MatrixOperand a_tiles = pack_a(b, a, packed_a, m, k, DType::f32);
-  const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k);
-  rect_tiles(b, tile, CRect{0, m, 0, n}, packed, k * tile.panel() * 4,
-             [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
-               micro_tile(b, tile, a_tiles, c, ldc, k, accumulate, panel_ptr, col0, i, rows, cols, trip);
-             });
+  fence_streamed(b, c);
 }
 
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
-                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                  llvm::Value* packed_a, bool b_packed, const SpreadPrefetch* prefetch) {
+                  const CMatrix& c, int64_t m, int64_t n, int64_t k, llvm::Value* packed, llvm::Value* packed_a,
+                  bool b_packed, const SpreadPrefetch* prefetch) {
   if (m == 0 || n == 0) return;
   if (gemm_int8_words(target, DType::i8, bm.dtype)) {
     if (!b_packed) emit_pack_b(b, target, DType::i8, bm, packed, n, k);
-    pair_gemm(b, target, PairDot::words, pack_a(b, a, packed_a, m, k, DType::i16), bm.dtype, c, ldc, m, n, k,
-              accumulate, packed, packed_a, prefetch);
+    pair_gemm(b, target, PairDot::words, pack_a(b, a, packed_a, m, k, DType::i16), bm.dtype, c, m, n, k, packed,
+              packed_a, prefetch);
+    fence_streamed(b, c);
     return;
   }
   const GemmTile tile = gemm_tile(target);
@@ -800,12 +840,12 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
     emit_a_row_sums(b, a, row_sums, m, k);
   }
   const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 4);
-  k_group_gemm(b, target, a, bm.dtype, c, ldc, m, n, k, accumulate, packed, packed_a,
+  k_group_gemm(b, target, a, bm.dtype, c, m, n, k, packed, packed_a,
                [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
                    int64_t cols) {
-                 micro_tile_quads(b, tile, at, c, ldc, k, accumulate, panel_ptr, colsum, row_sums, col0, i, rows, cols,
-                                  trip);
+                 micro_tile_quads(b, tile, at, c, k, panel_ptr, colsum, row_sums, col0, i, rows, cols, trip);
                });
+  fence_streamed(b, c);
 }
 
 llvm::StructType* spread_prefetch_state_type(llvm::LLVMContext& context) {

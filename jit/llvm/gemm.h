@@ -55,6 +55,24 @@ struct MatrixOperand {
   bool rows_contiguous() const { return cs == 1; }
 };
 
+// The C of a tile dot: C = A . B, or with `accumulate` C = S + A . B, the sum S read from C itself
+// (`from` null: C += A . B) or from another matrix of C's dtype and shape (`from`, leading dim
+// `from_ld`): an accumulator read and an output written by the same pass, megablox tgmm's group
+// end `out = acc + dot` (each micro-tile stores its part of C as it finishes, rather than a pass
+// over the accumulator after the dot). With `streaming`, whole vectors of C are written with
+// non-temporal stores when C's rows start on 64-byte lines (an output past the caches, whose stores
+// then drain under the next micro-tiles' arithmetic; a fence follows the dot).
+struct CMatrix {
+  llvm::Value* ptr;
+  int64_t ld;
+  bool accumulate = false;
+  llvm::Value* from = nullptr;
+  int64_t from_ld = 0;
+  bool streaming = false;
+  llvm::Value* source() const { return from ? from : ptr; }
+  int64_t source_ld() const { return from ? from_ld : ld; }
+};
+
 // The shape of the f32 micro-kernel for a target: `rows` x (`vectors` * `width`) of C.
 struct GemmTile {
   int64_t rows;     // rows of C per tile (A elements broadcast per k step)
@@ -117,7 +135,7 @@ void emit_spread_prefetch_queue(llvm::IRBuilderBase& b, const SpreadPrefetch& p,
                                 llvm::Value* source, llvm::Value* packed);
 
 // C (+)= A . B with f32 products and f32 sums (FMA): A is m x k, B k x n (any float dtypes, any
-// strides), C an f32 matrix with leading dim ldc. B is packed into panels of gemm_tile(target).panel()
+// strides), C an f32 matrix (CMatrix). B is packed into panels of gemm_tile(target).panel()
 // f32 columns (`packed`: gemm_packed_b_bytes), the last one zero-padded; an f32 A is read in place,
 // another one converted once into a dense f32 copy (`packed_a`: gemm_packed_a_bytes).
 // On the bf16-pair path (gemm_bf16_pairs) B is packed in k pairs and A read in place, or, when its
@@ -125,10 +143,10 @@ void emit_spread_prefetch_queue(llvm::IRBuilderBase& b, const SpreadPrefetch& p,
 // With `b_packed`, `packed` holds B packed already (emit_pack_b) and B itself is not read. With
 // `prefetch`, the micro-tiles issue its prefetches.
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
-                   llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                   llvm::Value* packed_a, bool b_packed = false, const SpreadPrefetch* prefetch = nullptr);
+                   const CMatrix& c, int64_t m, int64_t n, int64_t k, llvm::Value* packed, llvm::Value* packed_a,
+                   bool b_packed = false, const SpreadPrefetch* prefetch = nullptr);
 
-// C (+)= A . B for i8 A (m x k) and B (k x n) into an i32 C (leading dim ldc) on vpdpbusd, for
+// C (+)= A . B for i8 A (m x k) and B (k x n) into an i32 C (CMatrix) on vpdpbusd, for
 // gemm_int8_quads targets: the 8 x 32 tile of i32 accumulators, B packed in k quads (`packed`:
 // gemm_packed_b_bytes; biased, or with its column sums after them on AMX targets), A read in place
 // (or, when cs != 1, copied to a dense i8 matrix in `packed_a`, which also holds A's row sums:
@@ -137,8 +155,8 @@ void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const Matrix
 // packed in pairs of 16-bit words and A widened into a dense i16 copy in `packed_a` (or given as
 // one already: an i16 A, its widened bytes).
 void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
-                  llvm::Value* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate, llvm::Value* packed,
-                  llvm::Value* packed_a, bool b_packed = false, const SpreadPrefetch* prefetch = nullptr);
+                  const CMatrix& c, int64_t m, int64_t n, int64_t k, llvm::Value* packed, llvm::Value* packed_a,
+                  bool b_packed = false, const SpreadPrefetch* prefetch = nullptr);
 
 // Packs a k x n B into `packed` (gemm_packed_b_bytes) as the tile for `target` and A's dtype `a`
 // reads it: f32 panels, bf16 k pairs or int8 k quads with their column sums. A packed B depends on

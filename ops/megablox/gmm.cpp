@@ -184,18 +184,21 @@ struct TileSpan {
         });
   }
   // tgmm's dot: rows are its contracted dim and every dot reads and writes the whole tk x tn
-  // accumulator, so a visit runs as few dots as it can: body(first, n, ragged) once over all the
-  // chunks wholly the group's (one branch per count of them: 16 on 128-tiles), then once for each
-  // ragged chunk; first is a tile row, n a static row count. Splitting the whole chunks instead into
+  // accumulator, so a visit runs as few dots as it can: body(first, n, ragged) once for each ragged
+  // chunk, then once over all the chunks wholly the group's (one branch per count of them: 16 on
+  // 128-tiles); first is a tile row, n a static row count. Splitting the whole chunks instead into
   // pieces of 2^j chunks (at most five branches) compiled in a third of the time but ran 4% (f32)
-  // and 7% (bf16) slower; pairs of chunks plus the odd one (nine branches) fell in between.
+  // and 7% (bf16) slower; pairs of chunks plus the odd one (nine branches) fell in between. The
+  // whole chunks come last, so that a group's last visit may end on that dot. Returns whether the
+  // visit has whole chunks.
   template <class F>
-  void whole_then_ragged(F&& body) const {
+  Value ragged_then_whole(F&& body) const {
+    when(ragged_lo(), [&] { body(first_chunk() * u(), unit, true); });
+    when(ragged_hi(), [&] { body(past_whole() * u(), unit, true); });
     const Value count = past_whole() - first_whole();
     for (int64_t c = 1; c <= tm / unit; ++c)
       when(count == static_cast<int32_t>(c), [&] { body(first_whole() * u(), c * unit, false); });
-    when(ragged_lo(), [&] { body(first_chunk() * u(), unit, true); });
-    when(ragged_hi(), [&] { body(past_whole() * u(), unit, true); });
+    return count > 0;
   }
 };
 
@@ -266,21 +269,36 @@ void tgmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_i
   // rows zeroed in both operands before its dot; the whole chunks are read as they are.
   const StepRows rows(offsets, group_ids, m_tile_ids, grid_id, c.t.tm);
   const TileSpan span(rows, c.t.tm);
-  span.whole_then_ragged([&](const Value& first, int64_t n, bool ragged) {
-    Value l = lhs.at(all, ds(first, n))(), r = rhs.at(ds(first, n), all)();
-    auto masked = [&](const Value& x, int dim) {
-      return select(rows.mask(rows.row0 + first, x.shape(), dim), x, zeros(x.shape(), x.dtype()));
-    };
-    if (ragged) {
-      l = masked(l, 1);
-      r = masked(r, 0);
-    }
-    named_scope("dot", [&] { acc() += dot(l.astype(c.input), r.astype(c.input), DType::f32); });
-  });
   Value is_end = grid_id == num_programs(2) - 1;
   Value next = where(is_end, grid_id, grid_id + 1);
   Value next_group = group_ids[next];
-  when(is_end || (group != next_group), [&] {
+  const Value group_ends = is_end || (group != next_group);
+  // An f32 output without existing_out is written by the group's last dot itself, `out = acc +
+  // dot`: each micro-tile stores its part as it finishes, so the output's stores (non-temporal,
+  // past the caches) drain under the arithmetic of the next, where a pass over the accumulator
+  // after the dot waited on them (64 KiB a group and tile; tgmm f32 0.83x -> 0.85x the dense
+  // matmul, aligned groups 0.91x -> 0.93x; docs/design.md §8).
+  const bool store_by_dot = !existing && c.out == DType::f32;
+  const Value whole = span.ragged_then_whole([&](const Value& first, int64_t n, bool ragged) {
+    // The operands are read inside each branch: a block read before a branch and used in it would
+    // be copied to cross it.
+    auto product = [&] {
+      Value l = lhs.at(all, ds(first, n))(), r = rhs.at(ds(first, n), all)();
+      auto masked = [&](const Value& x, int dim) {
+        return select(rows.mask(rows.row0 + first, x.shape(), dim), x, zeros(x.shape(), x.dtype()));
+      };
+      if (ragged) {
+        l = masked(l, 1);
+        r = masked(r, 0);
+      }
+      return dot(l.astype(c.input), r.astype(c.input), DType::f32);
+    };
+    named_scope("dot", [&] {
+      if (!store_by_dot || ragged) acc() += product();
+      else cond(group_ends, [&] { out() = acc() + product(); }, [&] { acc() += product(); });
+    });
+  });
+  when(store_by_dot ? group_ends && !whole : group_ends, [&] {
     Value to_store = acc();
     if (existing) to_store = to_store + (*existing)().astype(DType::f32);
     out() = to_store.astype(c.out);

@@ -148,6 +148,41 @@ TEST_SUITE("jit") {
     });
   }
 
+  // `o() = acc() + dot` (megablox tgmm's group end): the micro-tiles start their sums from the
+  // scratch where it is and write the output, the scratch left as it was; either operand order, each
+  // form (the batched ones, rank 3, take the unfused path), f32, bf16 and int8.
+  TEST_CASE("dot forms: an accumulator plus a dot stored to another ref agrees with the interpreter") {
+    auto run_sum = [](const Form& form, bool dot_first, pl::DType out, const pl::Array& x, const pl::Array& y,
+                      const pl::Array& c, const pl::CallOptions& options) {
+      auto kernel = [form, dot_first, out](pl::Ref xr, pl::Ref yr, pl::Ref cr, pl::Ref o, pl::Ref kept, pl::Ref acc) {
+        acc() = cr();
+        o() = dot_first ? form.dot(xr(), yr(), out) + acc() : acc() + form.dot(xr(), yr(), out);
+        kept() = acc();
+      };
+      const pl::GridSpec grid{.scratch_shapes = {pl::VMEM(c.shape(), out)}};
+      return pl::pallas_call(kernel, grid, {pl::ShapeDtype(c.shape(), out), pl::ShapeDtype(c.shape(), out)},
+                             options)(x, y, c);
+    };
+    const std::pair<pl::DType, pl::DType> dtypes[] = {{pl::f32, pl::f32}, {pl::bf16, pl::bf16}, {pl::i8, pl::i8}};
+    sweep([&](const pl::CallOptions& compiled, const Form& form, const Shape4& s, bool dot_first) {
+      INFO(std::string(dot_first ? "dot + acc" : "acc + dot"));
+      for (const auto& [lt, rt] : dtypes) {
+        INFO("dtypes " << pl::dtype_name(lt) << " x " << pl::dtype_name(rt));
+        const bool ints = lt == pl::i8;
+        const pl::DType out = ints ? pl::i32 : pl::f32;
+        const pl::Array x = ints ? int8s(form.lhs(s.b, s.m, s.k), 3) : pl::Array::random_normal(form.lhs(s.b, s.m, s.k), lt, 3),
+                        y = ints ? int8s(form.rhs(s.b, s.k, s.n), 4) : pl::Array::random_normal(form.rhs(s.b, s.k, s.n), rt, 4),
+                        c = ints ? int8s(form.out(s.b, s.m, s.n), 5).astype(pl::i32)
+                                 : pl::Array::random_normal(form.out(s.b, s.m, s.n), pl::f32, 5);
+        const std::vector<pl::Array> got = run_sum(form, dot_first, out, x, y, c, compiled),
+                                     want = run_sum(form, dot_first, out, x, y, c, testing::interpret());
+        const double tolerance = ints ? 0 : 1e-6 * static_cast<double>(s.k + 1);
+        CHECK(pl::allclose(got[0], want[0], tolerance, tolerance));
+        CHECK(pl::allclose(got[1], c, 0, 0));
+      }
+    });
+  }
+
   // Compiled for every named target (any host can compile for any target): each form's code (lhs
   // transposed, rhs transposed, batched) holds
   // the tile of its dtype, as the plain form's does (target_test.cpp), and no scalar multiply-add

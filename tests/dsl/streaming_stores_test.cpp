@@ -86,4 +86,40 @@ TEST_SUITE("jit") {
     CHECK(got.at<float>({4095, 1008}) == 2.0f * x.at<float>({4095, 1007}));
     CHECK(got.at<float>({17, 0}) == 0.0f);
   }
+
+  // `o() = acc() + dot` into a 16 MiB output (megablox tgmm's group end): the micro-tiles stream C
+  // as they finish (16 zmm non-temporal stores a tile, where a store of the sum after the dot has
+  // one line-wide store in a loop) when the window's rows start on a line (column 16), and take
+  // regular stores when they do not (column 1); 1000 columns end in a masked partial vector.
+  TEST_CASE("streaming stores: a sum with a dot stored to a 16 MiB output is streamed by the dot's micro-tiles") {
+    for (int64_t first : {16, 1}) {
+      INFO("window from column " << first);
+      auto kernel = [first](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
+        acc() = pl::full(acc.shape(), 0.5, pl::f32) + pl::program_id(0).astype(pl::f32);
+        o() = pl::zeros_like(o);
+        o.at(pl::all, pl::ds(first, 1000))() = acc() + pl::dot(x(), y(), pl::f32);
+      };
+      auto make = [&](const pl::CallOptions& options) {
+        const pl::GridSpec grid{
+            .grid = {16},
+            .in_specs = {pl::BlockSpec({256, 8}, [](pl::Value i) { return pl::idx(i, 0); }),
+                         pl::BlockSpec({8, 1000}, [](pl::Value) { return pl::idx(0, 0); })},
+            .out_specs = {pl::BlockSpec({256, 1024}, [](pl::Value i) { return pl::idx(i, 0); })},
+            .scratch_shapes = {pl::VMEM({256, 1000}, pl::f32)}};
+        return pl::pallas_call(kernel, grid, pl::ShapeDtype({4096, 1024}, pl::f32), options);
+      };
+      const pl::Array x = pl::Array::random_normal({4096, 8}, pl::f32, 9), y = pl::Array::random_normal({8, 1000}, pl::f32, 10);
+      const pl::Array want = make(testing::interpret())(x, y);
+      for (int threads : {1, 2}) {
+        INFO(threads << " threads");
+        pl::set_num_threads(threads);
+        CHECK(pl::allclose(make({})(x, y), want, 1e-5, 1e-5));
+      }
+      pl::set_num_threads(0);
+      if (first == 16) {
+        const auto code = jit::disassemble(jit::compile_object(make({}).lowered({x, y}), "avx512"));
+        CHECK(count(code, "vmovntps", "zmmword ptr") >= 16);
+      }
+    }
+  }
 }

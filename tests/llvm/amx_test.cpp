@@ -1,6 +1,7 @@
 // The AMX dot on hosts without AMX, two ways, both against a reference matmul (bf16 within the dot
 // tolerance, int8 exactly, wrap-around included) over odd shapes, A in place and strided, C = dot and
-// C += dot, C's columns past n a sentinel that must stay:
+// C += dot (and, for the emitted code, C = S + dot with S a matrix of its own), C's columns past n a
+// sentinel that must stay:
 //   - its layout (jit/llvm/amx_plan.h): each plan run through the C++ emulation of tileloadd,
 //     tdpbf16ps, tdpbssd and tilestored (jit/llvm/amx_emulation.h: the SDM's definitions), B packed by
 //     packed_b_offset, the rectangles the plan leaves to the AVX-512 tiles filled by the reference;
@@ -50,6 +51,7 @@ struct Dot {
   Shape s;
   bool bf16;  // else int8
   bool accumulate;
+  bool separate = false;      // accumulating, the sums start from a matrix other than C
   std::vector<int64_t> a, b;  // element values, row-major: bf16 bits or i8
   std::vector<uint32_t> c0;   // C's starting bits, m x n
 
@@ -235,22 +237,29 @@ void check_emitted(const Dot& d, bool a_rows_contiguous) {
     for (int64_t kk = 0; kk < k; ++kk) d.put(a, (i * lda + kk * a_cs) * elem, d.a[i * k + kk]);
   for (int64_t kk = 0; kk < k; ++kk)
     for (int64_t j = 0; j < n; ++j) d.put(b, (kk * ldb + j) * elem, d.b[kk * n + j]);
-  std::vector<uint32_t> c = d.c(ldc);
+  // Separate: the starting values in S (leading dim n + 9), C all sentinels before the dot.
+  const int64_t ld_s = n + 9;
+  const std::vector<uint32_t> s = d.c(ld_s);
+  std::vector<uint32_t> c = d.separate ? std::vector<uint32_t>(m * ldc, Dot::kSentinel) : d.c(ldc);
   jit::amx_emulation::run_dot({.dtype = d.bf16 ? DType::bf16 : DType::i8, .m = m, .n = n, .k = k, .a = a.data(),
                                .lda = lda, .a_cs = a_cs, .b = b.data(), .ldb = ldb, .c = c.data(), .ldc = ldc,
-                               .accumulate = d.accumulate});
+                               .accumulate = d.accumulate, .from = d.separate ? s.data() : nullptr, .from_ld = ld_s});
   d.check(c, ldc);
+  if (d.separate) CHECK(s == d.c(ld_s));
 }
 
-// `run` over every shape, A in place and strided, C = dot and C += dot.
+// `run` over every shape, A in place and strided, C = dot and C += dot, and with `separate` C = S + dot.
 template <class Run>
-void each_case(bool bf16, uint32_t seed, const Run& run) {
+void each_case(bool bf16, uint32_t seed, const Run& run, bool separate = false) {
+  const char* forms[] = {", C = dot", ", C += dot", ", C = S + dot"};
   for (const Shape& s : kShapes)
     for (bool contiguous : {true, false})
-      for (bool accumulate : {false, true}) {
+      for (int form = 0; form < (separate ? 3 : 2); ++form) {
         INFO("m, k, n = " << s.m << ", " << s.k << ", " << s.n << std::string(contiguous ? ", A in place" : ", A strided")
-                          << std::string(accumulate ? ", C += dot" : ", C = dot"));
-        run(Dot(s, bf16, accumulate, seed++), contiguous);
+                          << forms[form]);
+        Dot d(s, bf16, form > 0, seed++);
+        d.separate = form == 2;
+        run(d, contiguous);
       }
 }
 
@@ -273,11 +282,11 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("amx emulated: the amx target's bf16 dot, its tiles emulated, agrees with a reference matmul") {
-    if (runs_emulated()) each_case(true, 200, check_emitted);
+    if (runs_emulated()) each_case(true, 200, check_emitted, true);
   }
 
   TEST_CASE("amx emulated: the amx target's int8 dot, its tiles emulated, equals a reference matmul") {
-    if (runs_emulated()) each_case(false, 300, check_emitted);
+    if (runs_emulated()) each_case(false, 300, check_emitted, true);
   }
 
   TEST_CASE("amx plan: what runs on tiles, what falls back, and when A is copied") {
