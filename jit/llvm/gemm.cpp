@@ -670,7 +670,8 @@ bool gemm_f32_reads_a_in_place(const MatrixOperand& a) {
 }
 
 bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b) {
-  return target.avx512_bf16 && target.avx512 && target.vector_bits >= 512 && a == DType::bf16 && b == DType::bf16;
+  return target.avx512_bf16 && !target.bf16_on_fma && target.avx512 && target.vector_bits >= 512 && a == DType::bf16 &&
+         b == DType::bf16;
 }
 
 bool gemm_int8_quads(const CpuTarget& target, DType a, DType b) {

@@ -15,6 +15,9 @@
 // the accumulator one after the other, each rounded (odd element first), and flushes bf16 denormal
 // inputs and denormal results to zero: results differ from the interpreter's k-order f32 sums in
 // the last bits, within the same tolerance as the FMA path, plus the flush (README, "Backends").
+// Where vdpbf16ps issues at half the FMAs' rate (CpuTarget::bf16_on_fma: the native target of an
+// Intel core without AMX) bf16 dots take the f32 tile instead, on B packed as f32 and A widened
+// once: the products of bf16 are exact in f32, so each FMA rounds once, as the interpreter's sums do.
 // When both operands are i8 (i32 accumulation) and the target has AVX512_VNNI, the 8 x 32 tile holds
 // i32 accumulators and runs vpdpbusd on k quads (emit_gemm_i8), B packed with its sign bits flipped
 // so that each A quad is the instruction's signed operand straight from memory (AMX targets flip A's
@@ -88,7 +91,8 @@ GemmTile gemm_tile(const CpuTarget& target);
 // transposed A); else emit_gemm_f32 converts it into a dense f32 copy first.
 bool gemm_f32_reads_a_in_place(const MatrixOperand& a);
 
-// Whether A . B (dtypes a and b) runs on vdpbf16ps for `target`: both bf16 on an AVX512_BF16 target.
+// Whether A . B (dtypes a and b) runs on vdpbf16ps for `target`: both bf16 on an AVX512_BF16 target
+// that keeps its bf16 dots off the FMAs (CpuTarget::bf16_on_fma).
 bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b);
 
 // Whether A . B runs on vpdpbusd for `target`: both i8 (i32 accumulation) on an AVX512_VNNI target.

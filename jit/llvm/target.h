@@ -41,6 +41,10 @@ struct CpuTarget {
   bool amx_tile = false;     // tile registers (tileloadd, tilestored)
   bool amx_bf16 = false;     // tdpbf16ps
   bool amx_int8 = false;     // tdpbssd and relatives
+  // bf16 x bf16 dots run as FMAs on operands widened to f32 rather than on vdpbf16ps: native on the
+  // Intel cores with AVX512_BF16 and no AMX tiles to use, where vdpbf16ps issues at half the rate of
+  // the FMAs (jit/llvm/target.cpp).
+  bool bf16_on_fma = false;
 
   bool vnni() const { return avx512_vnni || avx_vnni; }
   // "avx512_bf16 (x86-64-v4: zmm, fma, avx512, avx512_bf16, vnni)"

@@ -107,7 +107,16 @@ TEST_SUITE("jit") {
     CHECK(amx.amx_bf16);
     CHECK(amx.amx_int8);
     CHECK(amx.avx512_bf16);
+    // Only a native target may keep bf16 dots on the FMAs (an Intel core whose vdpbf16ps runs at
+    // half their rate, without AMX tiles): every named target runs what its name says.
+    for (std::string_view name : jit::target_names())
+      if (name != "native") CHECK(!jit::cpu_target(name).bf16_on_fma);
     const jit::CpuTarget& native = jit::cpu_target("native");
+    if (native.bf16_on_fma) {
+      CHECK(native.avx512_bf16);
+      CHECK(!native.amx_bf16);
+      CHECK(!native.cpu.starts_with("znver"));
+    }
     CHECK(native.cpu == jit::host_cpu().cpu);
     CHECK(jit::missing_on_host(native).empty());
     // The host's AMX is only usable with the OS's permission.
@@ -214,7 +223,7 @@ TEST_SUITE("jit") {
 
   // The dot micro-kernel follows the target (jit/llvm/gemm.h): an 8 x 32 tile of zmm FMAs on the
   // AVX-512 targets, 6 x 16 of ymm FMAs on avx2, and for bf16 x bf16 on avx512_bf16 the 8 x 32 tile on
-  // vdpbf16ps instead of FMAs. Int8 x int8 -> i32 dots run the 8 x 32 tile on zmm vpdpbusd (k quads)
+  // vdpbf16ps instead of FMAs (but for a native target that keeps bf16 on the FMAs). Int8 x int8 -> i32 dots run the 8 x 32 tile on zmm vpdpbusd (k quads)
   // where AVX512_VNNI is allowed, elsewhere the f32 tile's shape on vpmaddwd (k pairs of words). On
   // amx both run on AMX tiles (jit/llvm/amx_gemm.h): the tile configuration loaded, tiles loaded,
   // multiplied (tdpbf16ps, tdpbssd), stored and the tile state released; the seed matmul's blocks and
@@ -238,7 +247,7 @@ TEST_SUITE("jit") {
         CHECK(bf16.count("vdpbf16ps") == 0);
         CHECK(edges.count("vdpbf16ps", "zmm") >= 16);  // the edges' 8 x 32 tile
         CHECK(bf16.count("vfmadd") == 0);
-      } else if (t.avx512_bf16) {
+      } else if (t.avx512_bf16 && !t.bf16_on_fma) {
         CHECK(bf16.count("vdpbf16ps", "zmm") >= 16);  // the 16 accumulators of one 8 x 32 tile
         CHECK(bf16.count("vfmadd") == 0);
       } else {
@@ -247,7 +256,7 @@ TEST_SUITE("jit") {
       if (!t.amx_bf16)
         for (const Code* c : {&bf16, &edges}) CHECK(c->count("tdpbf16ps") == 0);
       for (const Code* c : {&f32, &bf16}) {
-        if (c == &bf16 && t.avx512_bf16) continue;
+        if (c == &bf16 && t.avx512_bf16 && !t.bf16_on_fma) continue;
         if (t.avx512) {
           CHECK(c->count("vfmadd231ps", "zmm") >= 16);  // the 16 accumulators of one 8 x 32 tile
         } else {
@@ -302,7 +311,7 @@ TEST_SUITE("jit") {
       const Code f32 = code("matmul_f32", name), bf16 = code("matmul_bf16", name);
       const int tile_fmas = t.avx512 ? 16 : 12;
       CHECK(f32.count("vfmadd231ps", t.avx512 ? "zmm" : "ymm") >= 8 * tile_fmas);
-      if (t.avx512_bf16 && !t.amx_bf16) CHECK(bf16.count("vdpbf16ps", "zmm") >= 8 * 16);
+      if (t.avx512_bf16 && !t.amx_bf16 && !t.bf16_on_fma) CHECK(bf16.count("vdpbf16ps", "zmm") >= 8 * 16);
       // Two lines a trip here (1024 lines over 1024 trips). A block to pack: the block's line and
       // its slot's, which lowers to prefetchw where the target has it (every AVX-512 target) and to
       // a second prefetcht1 elsewhere. A block packed already: its slot's line, prefetcht1 alone.
@@ -361,6 +370,13 @@ TEST_SUITE("jit") {
             };
             const double tolerance = 1e-6 * static_cast<double>(s.k + 1);
             CHECK(pl::allclose(run(compiled), run(testing::interpret()), tolerance, tolerance));
+            // A bf16 x bf16 dot on FMAs (avx2, avx512, a native target with bf16_on_fma): each product
+            // of two bf16 is exact in f32, so each FMA rounds once as each of the interpreter's k-order
+            // sums does, and the dot is the interpreter's bit for bit (accumulated, the interpreter adds
+            // the whole dot to the ref, the kernel each product).
+            const jit::CpuTarget& t = jit::cpu_target(name);
+            if (!acc && lt == pl::bf16 && rt == pl::bf16 && !t.amx_bf16 && (!t.avx512_bf16 || t.bf16_on_fma))
+              CHECK(pl::allclose(run(compiled), run(testing::interpret()), 0, 0));
           }
         }
       }
