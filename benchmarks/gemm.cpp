@@ -296,9 +296,8 @@ int main(int argc, char** argv) {
         const double bf16 =
             paired_rate("tessera bf16 in, f32 acc, f32 out", [&] { bf16_call(x16, y16); }, bf16_base, bf16_base_call);
         // Against the peak of the instruction its dots run on: the FMA's where the target widens
-        // bf16 to f32 (CpuTarget::bf16_on_fma, or no AVX512_BF16).
-        const pl::jit::CpuTarget& target = pl::jit::select_target("");
-        const bool on_fma = target.bf16_on_fma || !target.avx512_bf16;
+        // bf16 to f32 (no vdpbf16ps tile: CpuTarget::bf16_on_fma, or no AVX512_BF16).
+        const bool on_fma = !pl::jit::gemm_bf16_pairs(pl::jit::select_target(""), pl::bf16, pl::bf16);
         versus_peak("tessera bf16 in, f32 acc, f32 out", bf16, on_fma ? peak_f32 : peak_bf16, on_fma ? "f32" : "bf16");
       }
       if (run_int8) {

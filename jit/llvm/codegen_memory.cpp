@@ -206,7 +206,6 @@ void Emitter::store_streaming(const RefCg& r, ValueId value, const std::function
     }
   const int64_t es = dtype_size(r.dtype), lanes = 64 / es, cols = r.shape.back();
   llvm::Type* vec_t = llvm::FixedVectorType::get(compute_type(b_, r.dtype), static_cast<unsigned>(lanes));
-  llvm::MDNode* nontemporal = llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1)));
   const Shape rows(r.shape.begin(), r.shape.end() - 1);
   loop_nest(rows, [&](const Index& row) {
     Index first = row;
@@ -235,8 +234,7 @@ void Emitter::store_streaming(const RefCg& r, ValueId value, const std::function
       }
       Index at = row;
       at.push_back(c0);
-      llvm::StoreInst* store = b_.CreateAlignedStore(v, ref_address(r, at), llvm::Align(64));
-      store->setMetadata(llvm::LLVMContext::MD_nontemporal, nontemporal);
+      store_nontemporal(b_, v, ref_address(r, at), 64);
     });
     b_.CreateBr(done);
     b_.SetInsertPoint(scalar_rows);
@@ -248,9 +246,7 @@ void Emitter::store_streaming(const RefCg& r, ValueId value, const std::function
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
   });
-  // Non-temporal stores are weakly ordered: fence them before anything that follows (another
-  // thread's read of the output after the launch, a write-back's bookkeeping) may rely on them.
-  b_.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
+  fence_nontemporal(b_);
 }
 
 void Emitter::emit_block_copy(ir::OpId id) {

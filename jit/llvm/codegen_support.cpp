@@ -1,6 +1,7 @@
 #include "jit/llvm/codegen_support.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/IntrinsicsX86.h>
 
 #include "runtime/element_rules.h"
 
@@ -71,6 +72,14 @@ llvm::Type* storage_type(llvm::IRBuilderBase& b, DType t) {
 llvm::Value* element_address(llvm::IRBuilderBase& b, DType t, llvm::Value* base, llvm::Value* index) {
   return b.CreateInBoundsGEP(storage_type(b, t), base, index);
 }
+
+void store_nontemporal(llvm::IRBuilderBase& b, llvm::Value* vector, llvm::Value* address, uint64_t bytes) {
+  llvm::StoreInst* store = b.CreateAlignedStore(vector, address, llvm::Align(bytes));
+  store->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                     llvm::MDNode::get(b.getContext(), llvm::ConstantAsMetadata::get(b.getInt32(1))));
+}
+
+void fence_nontemporal(llvm::IRBuilderBase& b) { b.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {}); }
 
 namespace {
 

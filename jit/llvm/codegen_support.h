@@ -37,6 +37,12 @@ llvm::Value* from_storage_bits(llvm::IRBuilderBase& b, DType t, llvm::Value* bit
 llvm::Value* round_to(llvm::IRBuilderBase& b, DType t, llvm::Value* value);
 // The address of element `index` (i64) of an array of `t` at `base`.
 llvm::Value* element_address(llvm::IRBuilderBase& b, DType t, llvm::Value* base, llvm::Value* index);
+// A store of a whole vector, aligned to its size, written past the caches (non-temporal): the
+// streaming stores of large outputs, element-wise (codegen_memory.cpp) and from the dot's tiles
+// (gemm.cpp). Weakly ordered: fence_nontemporal orders them before anything that follows (another
+// thread's read of the output after the launch, a write-back's bookkeeping) may rely on them.
+void store_nontemporal(llvm::IRBuilderBase& b, llvm::Value* vector, llvm::Value* address, uint64_t bytes);
+void fence_nontemporal(llvm::IRBuilderBase& b);
 
 // for (iv = lo; iv < hi; iv += step) carried = body(iv, carried); returns the final carried values.
 // The insertion point ends after the loop.

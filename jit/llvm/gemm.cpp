@@ -189,9 +189,7 @@ struct CTile {
           } else if (!nontemporal) {
             b.CreateAlignedStore(acc[r * vectors + v], at, llvm::Align(4));
           } else {
-            llvm::StoreInst* st = b.CreateAlignedStore(acc[r * vectors + v], at, llvm::Align(width * 4));
-            st->setMetadata(llvm::LLVMContext::MD_nontemporal,
-                            llvm::MDNode::get(b.getContext(), llvm::ConstantAsMetadata::get(b.getInt32(1))));
+            store_nontemporal(b, acc[r * vectors + v], at, static_cast<uint64_t>(width * 4));
           }
         }
     };
@@ -792,10 +790,9 @@ void pair_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, PairDot kind, co
                    int64_t cols) { micro_tile_pairs(b, tile, kind, at, c, k, panel_ptr, col0, i, rows, cols, trip); });
 }
 
-// Non-temporal stores are weakly ordered: a dot that streamed C fences them before anything that
-// follows (another thread's read of the output after the launch) may rely on them.
+// A dot that streamed C fences its non-temporal stores.
 void fence_streamed(llvm::IRBuilderBase& b, const CMatrix& c) {
-  if (c.streaming) b.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
+  if (c.streaming) fence_nontemporal(b);
 }
 
 }  // namespace
