@@ -299,6 +299,121 @@ void prefetch_next_block(llvm::IRBuilderBase& b, const MatrixOperand& x, int64_t
 
 }  // namespace
 
+namespace {
+
+// What a mask compares rows with: a scalar broadcast to the mask's shape, or a constant.
+struct Bound {
+  ValueId scalar = ir::kNone;
+  int64_t literal = 0;
+  bool operator==(const Bound&) const = default;
+};
+
+// A dot operand zeroed outside one range of rows along its contracted dim `dim`:
+// select(lower <= row && row < upper, kept, 0) with row = iota(dim) + offset, the bounds shifted
+// by `adjust` (a strict lower bound, an inclusive upper one). A missing bound is none of its side.
+struct RowRange {
+  ValueId kept = ir::kNone;
+  Bound offset;
+  std::optional<Bound> lower, upper;
+  int64_t lower_adjust = 0, upper_adjust = 0;
+  DType rows = DType::i32;
+  // Both operands keep the same rows: every product outside them is 0 x 0 in the interpreter.
+  bool same_rows(const RowRange& o) const {
+    return offset == o.offset && lower == o.lower && upper == o.upper && lower_adjust == o.lower_adjust &&
+           upper_adjust == o.upper_adjust && rows == o.rows;
+  }
+};
+
+std::optional<Bound> bound_of(const ir::Function& fn, ValueId v) {
+  const ir::Op* d = fn.def(v);
+  if (d && d->kind == OpKind::BroadcastTo && fn.type(d->operands[0]).is_scalar()) return Bound{d->operands[0], 0};
+  if (d && d->kind == OpKind::Constant && !std::get<ir::Literal>(d->attr).is_float)
+    return Bound{ir::kNone, std::get<ir::Literal>(d->attr).i};
+  return std::nullopt;
+}
+
+// The rows of `v` if it is iota(dim), or iota(dim) plus a bound: its offset.
+std::optional<Bound> rows_offset(const ir::Function& fn, ValueId v, int64_t dim) {
+  auto is_iota = [&](ValueId x) {
+    const ir::Op* d = fn.def(x);
+    return d && d->kind == OpKind::Iota && std::get<int64_t>(d->attr) == dim;
+  };
+  if (is_iota(v)) return Bound{};
+  const ir::Op* d = fn.def(v);
+  if (!d || d->kind != OpKind::Add) return std::nullopt;
+  for (int s = 0; s < 2; ++s)
+    if (is_iota(d->operands[s])) return bound_of(fn, d->operands[1 - s]);
+  return std::nullopt;
+}
+
+// Adds one comparison of rows with a bound to `range`; false if `c` is not one.
+bool add_comparison(const ir::Function& fn, ValueId c, int64_t dim, RowRange& range, bool& has_rows) {
+  const ir::Op* d = fn.def(c);
+  if (!d || !(d->kind == OpKind::Ge || d->kind == OpKind::Gt || d->kind == OpKind::Lt || d->kind == OpKind::Le))
+    return false;
+  for (int s = 0; s < 2; ++s) {
+    const std::optional<Bound> offset = rows_offset(fn, d->operands[s], dim);
+    const std::optional<Bound> bound = bound_of(fn, d->operands[1 - s]);
+    if (!offset || !bound || (has_rows && !(*offset == range.offset))) continue;
+    const DType rows = fn.type(d->operands[s]).dtype;
+    if (rows != DType::i32 && rows != DType::i64) return false;
+    // The comparison as rows (op) bound.
+    OpKind k = d->kind;
+    if (s == 1) k = k == OpKind::Ge ? OpKind::Le : k == OpKind::Gt ? OpKind::Lt : k == OpKind::Lt ? OpKind::Gt : OpKind::Ge;
+    const bool lower = k == OpKind::Ge || k == OpKind::Gt;
+    if ((lower && range.lower) || (!lower && range.upper)) return false;
+    (lower ? range.lower : range.upper) = *bound;
+    (lower ? range.lower_adjust : range.upper_adjust) = (k == OpKind::Gt || k == OpKind::Le) ? 1 : 0;
+    range.offset = *offset;
+    range.rows = rows;
+    has_rows = true;
+    return true;
+  }
+  return false;
+}
+
+// `v` as a RowRange along `dim`, if it is one.
+std::optional<RowRange> row_range(const ir::Function& fn, ValueId v, int64_t dim) {
+  const ir::Op* sel = fn.def(v);
+  if (!sel || sel->kind != OpKind::Select) return std::nullopt;
+  const ir::Op* zero = fn.def(sel->operands[2]);
+  if (!zero || zero->kind != OpKind::Constant || std::get<ir::Literal>(zero->attr).as_double() != 0) return std::nullopt;
+  RowRange range;
+  range.kept = sel->operands[1];
+  bool has_rows = false;
+  const ir::Op* mask = fn.def(sel->operands[0]);
+  if (mask && mask->kind == OpKind::And) {
+    if (!add_comparison(fn, mask->operands[0], dim, range, has_rows) ||
+        !add_comparison(fn, mask->operands[1], dim, range, has_rows))
+      return std::nullopt;
+  } else if (!add_comparison(fn, sel->operands[0], dim, range, has_rows)) {
+    return std::nullopt;
+  }
+  return range;
+}
+
+}  // namespace
+
+std::optional<KSpan> Emitter::contracted_span(ValueId& lhs, ValueId& rhs, int64_t lhs_dim, int64_t rhs_dim, int64_t k) {
+  const std::optional<RowRange> l = row_range(fn_, lhs, lhs_dim), r = row_range(fn_, rhs, rhs_dim);
+  if (!l || !r || !l->same_rows(*r)) return std::nullopt;
+  auto value = [&](const Bound& x) -> llvm::Value* {
+    if (x.scalar == ir::kNone) return b_.getInt64(x.literal);
+    return b_.CreateSExtOrTrunc(tensor(x.scalar).scalar, b_.getInt64Ty());
+  };
+  auto smax = [&](llvm::Value* x, llvm::Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, y); };
+  auto smin = [&](llvm::Value* x, llvm::Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, x, y); };
+  llvm::Value* offset = value(l->offset);
+  auto row = [&](const Bound& x, int64_t adjust) { return b_.CreateSub(b_.CreateAdd(value(x), b_.getInt64(adjust)), offset); };
+  llvm::Value* lo = l->lower ? smin(smax(row(*l->lower, l->lower_adjust), b_.getInt64(0)), b_.getInt64(k)) : b_.getInt64(0);
+  llvm::Value* hi = l->upper ? smin(row(*l->upper, l->upper_adjust), b_.getInt64(k)) : b_.getInt64(k);
+  // i32 rows wrap past INT32_MAX in the interpreter: the span ends where they would.
+  if (l->rows == DType::i32) hi = smin(hi, b_.CreateSub(b_.getInt64(int64_t{INT32_MAX} + 1), offset));
+  lhs = l->kept;
+  rhs = r->kept;
+  return KSpan{lo, smax(hi, lo)};
+}
+
 void Emitter::compute_dot(ValueId v) {
   const ir::Op& op = fn_.ops[tensor(v).dot];
   const ir::DotOperands operands = ir::dot_operands(op);
@@ -333,6 +448,12 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
   const bool strided_views = lfree.size() <= 1 && rfree.size() <= 1 && dims.lhs_contract.size() <= 1 &&
                              dims.rhs_contract.size() <= 1;
   const bool pairs = gemm_bf16_pairs(target_, lt.dtype, rt_.dtype);
+  // Operands zeroed outside the same rows of k: the micro-tiles sum over those rows alone, reading
+  // the operands as they were before the zeroing.
+  KSpan span;
+  if (strided_views && B == 1 && acc == DType::f32 && dims.lhs_contract.size() == 1 &&
+      gemm_spans_k(target_, lt.dtype, rt_.dtype, K))
+    if (const std::optional<KSpan> s = contracted_span(lhs, rhs, dims.lhs_contract[0], dims.rhs_contract[0], K)) span = *s;
   std::vector<MatrixOperand> a_ops, b_ops;
   auto only = [](const std::vector<int64_t>& ds) { return ds.empty() ? int64_t{-1} : ds[0]; };
   if (strided_views) {
@@ -423,7 +544,7 @@ TensorCg Emitter::gemm(ValueId lhs, ValueId rhs, const ir::DotAttr& dims, const 
                      .streaming = streaming};
     if (acc == DType::f32)
       emit_gemm_f32(b_, target_, a_ops[bt], b_ops[bt], cm, M, N, K, packed, packed_a, b_packed,
-                    spread_prefetch ? &*spread_prefetch : nullptr);
+                    spread_prefetch ? &*spread_prefetch : nullptr, span);
     else if (int8_tiles)
       emit_gemm_i8(b_, target_, a_ops[bt], b_ops[bt], cm, M, N, K, packed, packed_a, b_packed,
                    spread_prefetch ? &*spread_prefetch : nullptr);

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -218,6 +219,10 @@ class Emitter {
   llvm::Value* cached_pack(ValueId v, const MatrixOperand& x, int64_t rows, int64_t cols, int64_t bytes,
                            const std::string& layout, const std::function<void(llvm::Value*)>& pack,
                            SpreadPrefetch* spread = nullptr, int64_t next = 0);
+  // When both dot operands are selects that zero them outside the same range of rows along their
+  // contracted dims (iota + offset compared with scalars), that range clamped to [0, k) as a KSpan
+  // (emitted here), and lhs and rhs replaced by the selects' kept operands.
+  std::optional<KSpan> contracted_span(ValueId& lhs, ValueId& rhs, int64_t lhs_dim, int64_t rhs_dim, int64_t k);
   // Computes a deferred dot_general into a temporary that the tensor then holds.
   void compute_dot(ValueId v);
   // dot_general(lhs, rhs) of result type `t`: into `into` (a 2-D ref the micro-kernels write, or

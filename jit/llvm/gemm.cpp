@@ -74,6 +74,29 @@ std::vector<llvm::Value*> emit_k_loop(llvm::IRBuilderBase& b, int64_t count, std
   return acc;
 }
 
+// The same over k in [first, past), known at run time (first <= past).
+std::vector<llvm::Value*> emit_k_loop(llvm::IRBuilderBase& b, llvm::Value* first, llvm::Value* past,
+                                      std::vector<llvm::Value*> acc, const LoopBody& step,
+                                      const std::function<void(llvm::Value* trip)>& on_trip = nullptr) {
+  llvm::Value* trips = b.CreateUDiv(b.CreateSub(past, first), i64(b, kUnrollK));
+  acc = emit_loop(b, i64(b, 0), trips, i64(b, 1), acc, [&](llvm::Value* trip, const std::vector<llvm::Value*>& cur) {
+    if (on_trip) on_trip(trip);
+    std::vector<llvm::Value*> next = cur;
+    llvm::Value* base = b.CreateAdd(first, b.CreateMul(trip, i64(b, kUnrollK)));
+    for (int64_t u = 0; u < kUnrollK; ++u) next = step(b.CreateAdd(base, i64(b, u)), next);
+    return next;
+  });
+  return emit_loop(b, b.CreateAdd(first, b.CreateMul(trips, i64(b, kUnrollK))), past, i64(b, 1), acc, step);
+}
+
+// The k loop of a micro-tile: over all of k, or over the span.
+std::vector<llvm::Value*> emit_k_loop(llvm::IRBuilderBase& b, int64_t count, const KSpan& span,
+                                      std::vector<llvm::Value*> acc, const LoopBody& step,
+                                      const std::function<void(llvm::Value* trip)>& on_trip = nullptr) {
+  if (span.whole()) return emit_k_loop(b, count, std::move(acc), step, on_trip);
+  return emit_k_loop(b, span.lo, span.hi, std::move(acc), step, on_trip);
+}
+
 // Copies B into `packed` as f32 panels of `panel` columns: packed[(p * k + kk) * panel + j] =
 // B[kk][p * panel + j], the columns of the last panel past n set to zero (so the micro-kernel can
 // run it whole and mask only C). B is read row by row (each source row once, whatever its stride),
@@ -285,8 +308,8 @@ TripPrefetch trip_prefetch(const SpreadPrefetch* queue, const GemmTile& tile, in
 }
 
 void micro_tile(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a, const CMatrix& c, int64_t k,
-                llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols,
-                const TripPrefetch& prefetch) {
+                const KSpan& span, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
+                int64_t cols, const TripPrefetch& prefetch) {
   llvm::Type* f32 = b.getFloatTy();
   CTile ct(b, c, col0, i, rows, cols, tile.width);
   const int64_t width = tile.width, vectors = ct.vectors;
@@ -294,7 +317,7 @@ void micro_tile(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperan
   llvm::Function* fma = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(), llvm::Intrinsic::fma, {vec});
   const std::vector<llvm::Value*> init = ct.load();
   std::vector<llvm::Value*> acc = emit_k_loop(
-      b, k, init, [&](llvm::Value* kk, const std::vector<llvm::Value*>& cur) {
+      b, k, span, init, [&](llvm::Value* kk, const std::vector<llvm::Value*>& cur) {
         llvm::Value* row_base = b.CreateMul(kk, i64(b, tile.panel()));
         std::vector<llvm::Value*> bv;
         for (int64_t v = 0; v < vectors; ++v)
@@ -391,33 +414,67 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
 // `a_vector` (`present` < group only for the last, partial group of k); `fold(acc, a, b)` folds a
 // group into each accumulator. A's rows must be contiguous (rows_contiguous_a). Returns the
 // accumulators after all of k.
+// Over a span (pairs, an even k): the pairs it touches, the first and the last of them with the
+// elements outside the span zeroed in both operands (a 32-bit mask over each A word and B lane),
+// so that no product outside it, not even 0 x inf, reaches the sums. The two edge steps always
+// run, their masks zero where they hold nothing (an empty span, a span inside one pair).
 template <class AVector, class Fold>
 std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& tile, const MatrixOperand& a,
                                        llvm::Value* panel_ptr, llvm::Value* i, int64_t rows, int64_t vectors, int64_t k,
-                                       int64_t group, llvm::Type* bvec, const Fold& fold, const AVector& a_vector,
-                                       std::vector<llvm::Value*> init, const TripPrefetch& prefetch) {
+                                       const KSpan& span, int64_t group, llvm::Type* bvec, const Fold& fold,
+                                       const AVector& a_vector, std::vector<llvm::Value*> init,
+                                       const TripPrefetch& prefetch) {
   const int64_t width = tile.width;
-  auto step = [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur, int64_t present) {
+  auto* lanes = llvm::FixedVectorType::get(b.getInt32Ty(), width);
+  auto masked = [&](llvm::Value* v, llvm::Value* mask) {
+    if (!mask) return v;
+    llvm::Value* words = b.CreateBitCast(v, lanes);
+    return b.CreateBitCast(b.CreateAnd(words, b.CreateVectorSplat(width, mask)), v->getType());
+  };
+  auto step = [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur, int64_t present, llvm::Value* mask) {
     llvm::Value* row_base = b.CreateMul(kg, i64(b, tile.panel() * 4));  // bytes
     std::vector<llvm::Value*> bv;
     for (int64_t v = 0; v < vectors; ++v)
-      bv.push_back(b.CreateAlignedLoad(
-          bvec, b.CreateInBoundsGEP(b.getInt8Ty(), panel_ptr, b.CreateAdd(row_base, i64(b, v * width * 4))),
-          llvm::Align(4)));
+      bv.push_back(masked(b.CreateAlignedLoad(bvec,
+                                              b.CreateInBoundsGEP(b.getInt8Ty(), panel_ptr,
+                                                                  b.CreateAdd(row_base, i64(b, v * width * 4))),
+                                              llvm::Align(4)),
+                          mask));
     std::vector<llvm::Value*> next(cur.size());
     for (int64_t r = 0; r < rows; ++r) {
       llvm::Value* index =
           b.CreateAdd(b.CreateMul(b.CreateAdd(i, i64(b, r)), i64(b, a.ld)), b.CreateMul(kg, i64(b, group)));
-      llvm::Value* av = a_vector(element_address(b, a.dtype, a.ptr, index), present);
+      llvm::Value* av = masked(a_vector(element_address(b, a.dtype, a.ptr, index), present), mask);
       for (int64_t v = 0; v < vectors; ++v) next[r * vectors + v] = fold(cur[r * vectors + v], av, bv[v]);
     }
     return next;
   };
+  auto whole_step = [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur) { return step(kg, cur, group, nullptr); };
   std::vector<llvm::Value*> acc = std::move(init);
-  acc = emit_k_loop(
-      b, k / group, std::move(acc),
-      [&](llvm::Value* kg, const std::vector<llvm::Value*>& cur) { return step(kg, cur, group); }, prefetch.hook(b));
-  if (k % group) acc = step(i64(b, k / group), acc, k % group);
+  if (!span.whole()) {
+    // Pairs: element 0 of a pair is the low half of its word.
+    llvm::Type* i32 = b.getInt32Ty();
+    llvm::Value* all = b.getInt32(-1);
+    llvm::Value* first = b.CreateUDiv(span.lo, i64(b, 2));
+    llvm::Value* last = b.CreateSub(b.CreateUDiv(b.CreateAdd(span.hi, i64(b, 1)), i64(b, 2)), i64(b, 1));
+    llvm::Value* empty = b.CreateICmpSGE(span.lo, span.hi);
+    llvm::Value* single = b.CreateICmpEQ(first, last);
+    auto odd = [&](llvm::Value* x) { return b.CreateICmpNE(b.CreateAnd(x, i64(b, 1)), i64(b, 0)); };
+    llvm::Value* lo_mask = b.CreateSelect(odd(span.lo), llvm::ConstantInt::get(i32, 0xFFFF0000u), all);
+    llvm::Value* hi_mask = b.CreateSelect(odd(span.hi), llvm::ConstantInt::get(i32, 0x0000FFFFu), all);
+    llvm::Value* none = b.getInt32(0);
+    llvm::Value* first_mask = b.CreateSelect(empty, none, b.CreateAnd(lo_mask, b.CreateSelect(single, hi_mask, all)));
+    llvm::Value* last_mask = b.CreateSelect(b.CreateOr(empty, single), none, hi_mask);
+    // Edge steps that hold nothing still read: at a pair inside k.
+    auto inside = [&](llvm::Value* g) { return b.CreateBinaryIntrinsic(llvm::Intrinsic::umin, g, i64(b, k / 2 - 1)); };
+    acc = step(inside(first), acc, group, first_mask);
+    llvm::Value* second = b.CreateAdd(first, i64(b, 1));
+    acc = emit_k_loop(b, second, b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, last, second), std::move(acc), whole_step,
+                      prefetch.hook(b));
+    return step(inside(last), acc, group, last_mask);
+  }
+  acc = emit_k_loop(b, k / group, std::move(acc), whole_step, prefetch.hook(b));
+  if (k % group) acc = step(i64(b, k / group), acc, k % group, nullptr);
   return acc;
 }
 
@@ -435,7 +492,7 @@ std::vector<llvm::Value*> k_group_loop(llvm::IRBuilderBase& b, const GemmTile& t
 enum class PairDot { bf16, words };
 
 void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, PairDot kind, const MatrixOperand& a,
-                      const CMatrix& c, int64_t k, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
+                      const CMatrix& c, int64_t k, const KSpan& span, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
                       int64_t rows, int64_t cols, const TripPrefetch& prefetch) {
   const bool words = kind == PairDot::words;
   llvm::Type* i32 = b.getInt32Ty();
@@ -456,7 +513,7 @@ void micro_tile_pairs(llvm::IRBuilderBase& b, const GemmTile& tile, PairDot kind
     return words ? b.CreateAdd(acc, b.CreateCall(dot, {av, bv})) : b.CreateCall(dot, {acc, av, bv});
   };
   const std::vector<llvm::Value*> acc =
-      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 2, pairs, fold, a_pair, ct.load(), prefetch);
+      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, span, 2, pairs, fold, a_pair, ct.load(), prefetch);
   ct.store(acc);
 }
 
@@ -646,7 +703,7 @@ void micro_tile_quads(llvm::IRBuilderBase& b, const GemmTile& tile, const Matrix
     return row_sums ? b.CreateCall(dot, {acc, bv, av}) : b.CreateCall(dot, {acc, av, bv});
   };
   const std::vector<llvm::Value*> acc =
-      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, 4, vec, fold, a_quad, init, prefetch);
+      k_group_loop(b, tile, a, panel_ptr, i, rows, vectors, k, KSpan{}, 4, vec, fold, a_quad, init, prefetch);
   ct.store(acc);
 }
 
@@ -670,6 +727,12 @@ bool gemm_f32_reads_a_in_place(const MatrixOperand& a) {
 bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b) {
   return target.avx512_bf16 && !target.bf16_on_fma && target.avx512 && target.vector_bits >= 512 && a == DType::bf16 &&
          b == DType::bf16;
+}
+
+bool gemm_spans_k(const CpuTarget& target, DType a, DType b, int64_t k) {
+  if (gemm_bf16_pairs(target, a, b)) return k % 2 == 0 && !gemm_amx(target, a, b);
+  // The f32 tile: a float operand, no f64 (emit_gemm_f32's dots).
+  return (is_float(a) || is_float(b)) && a != DType::f64 && b != DType::f64;
 }
 
 bool gemm_int8_quads(const CpuTarget& target, DType a, DType b) {
@@ -779,15 +842,16 @@ void k_group_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
   for (const CRect& r : plan.fallback) micro_tiles(at, r);
 }
 
-// C (+)= A . B on the pair tiles of `kind`, B packed already and A as micro_tile_pairs reads it.
+// C (+)= A . B on the pair tiles of `kind`, B packed already and A as micro_tile_pairs reads it, over
+// `span` (not on AMX targets: gemm_spans_k).
 void pair_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, PairDot kind, const MatrixOperand& a, DType b_dtype,
-               const CMatrix& c, int64_t m, int64_t n, int64_t k, llvm::Value* packed, llvm::Value* packed_a,
-               const SpreadPrefetch* prefetch) {
+               const CMatrix& c, int64_t m, int64_t n, int64_t k, const KSpan& span, llvm::Value* packed,
+               llvm::Value* packed_a, const SpreadPrefetch* prefetch) {
   const GemmTile tile = gemm_tile(target);
   const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 2);
   k_group_gemm(b, target, a, b_dtype, c, m, n, k, packed, packed_a,
                [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
-                   int64_t cols) { micro_tile_pairs(b, tile, kind, at, c, k, panel_ptr, col0, i, rows, cols, trip); });
+                   int64_t cols) { micro_tile_pairs(b, tile, kind, at, c, k, span, panel_ptr, col0, i, rows, cols, trip); });
 }
 
 // A dot that streamed C fences its non-temporal stores.
@@ -799,20 +863,20 @@ void fence_streamed(llvm::IRBuilderBase& b, const CMatrix& c) {
 
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    const CMatrix& c, int64_t m, int64_t n, int64_t k, llvm::Value* packed, llvm::Value* packed_a,
-                   bool b_packed, const SpreadPrefetch* prefetch) {
+                   bool b_packed, const SpreadPrefetch* prefetch, const KSpan& span) {
   if (m == 0 || n == 0) return;
   const GemmTile tile = gemm_tile(target);
   if (!b_packed) emit_pack_b(b, target, a.dtype, bm, packed, n, k);
   if (gemm_bf16_pairs(target, a.dtype, bm.dtype)) {
     // bf16 pairs: A stays where it is (a pair is one 32-bit broadcast) unless its rows are strided.
-    pair_gemm(b, target, PairDot::bf16, a, bm.dtype, c, m, n, k, packed, packed_a, prefetch);
+    pair_gemm(b, target, PairDot::bf16, a, bm.dtype, c, m, n, k, span, packed, packed_a, prefetch);
   } else {
     // f32: A dense f32 or transposed f32, read in place; anything else converted once.
     const MatrixOperand a_tiles = pack_a(b, a, packed_a, m, k, DType::f32);
     const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k);
     rect_tiles(b, tile, CRect{0, m, 0, n}, packed, k * tile.panel() * 4,
                [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows, int64_t cols) {
-                 micro_tile(b, tile, a_tiles, c, k, panel_ptr, col0, i, rows, cols, trip);
+                 micro_tile(b, tile, a_tiles, c, k, span, panel_ptr, col0, i, rows, cols, trip);
                });
   }
   fence_streamed(b, c);
@@ -824,8 +888,8 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
   if (m == 0 || n == 0) return;
   if (gemm_int8_words(target, DType::i8, bm.dtype)) {
     if (!b_packed) emit_pack_b(b, target, DType::i8, bm, packed, n, k);
-    pair_gemm(b, target, PairDot::words, pack_a(b, a, packed_a, m, k, DType::i16), bm.dtype, c, m, n, k, packed,
-              packed_a, prefetch);
+    pair_gemm(b, target, PairDot::words, pack_a(b, a, packed_a, m, k, DType::i16), bm.dtype, c, m, n, k, KSpan{},
+              packed, packed_a, prefetch);
     fence_streamed(b, c);
     return;
   }

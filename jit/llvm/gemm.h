@@ -76,6 +76,17 @@ struct CMatrix {
   int64_t source_ld() const { return from ? from_ld : ld; }
 };
 
+// The part of k a dot sums: all of it, or [lo, hi) known at run time (i64, 0 <= lo <= hi <= k). A dot
+// whose operands are both zero outside one range of their contracted dim (megablox tgmm's rows of
+// one group, masked by a select) skips the products outside it, which the interpreter computes as
+// 0 x 0: a micro-tile's k loop runs over the range alone, its sums starting from C once and written
+// once, where the same dot as pieces of static length read and wrote all of C once a piece.
+struct KSpan {
+  llvm::Value* lo = nullptr;
+  llvm::Value* hi = nullptr;
+  bool whole() const { return lo == nullptr; }
+};
+
 // The shape of the f32 micro-kernel for a target: `rows` x (`vectors` * `width`) of C.
 struct GemmTile {
   int64_t rows;     // rows of C per tile (A elements broadcast per k step)
@@ -108,6 +119,12 @@ bool gemm_int8_tiles(const CpuTarget& target, DType a, DType b);
 // Whether A . B runs on AMX tiles for `target`: the bf16 pairs with AMX_BF16, the int8 quads with
 // AMX_INT8.
 bool gemm_amx(const CpuTarget& target, DType a, DType b);
+
+// Whether emit_gemm_f32 sums A . B over a KSpan for `target` (a k x n B): on the f32 tile, and on
+// the bf16 pairs for an even k (an edge pair of the span has its other element zeroed in both
+// operands, in registers). Not on AMX tiles, nor the integer tiles: their dots of such operands take
+// the operands as the selects make them.
+bool gemm_spans_k(const CpuTarget& target, DType a, DType b, int64_t k);
 
 // Bytes of the packed-B scratch emit_gemm_f32 needs for a k x n B (operand dtypes a, b) on `target`.
 int64_t gemm_packed_b_bytes(const CpuTarget& target, DType a, DType b, int64_t n, int64_t k);
@@ -145,10 +162,10 @@ void emit_spread_prefetch_queue(llvm::IRBuilderBase& b, const SpreadPrefetch& p,
 // On the bf16-pair path (gemm_bf16_pairs) B is packed in k pairs and A read in place, or, when its
 // k pairs are not adjacent (cs != 1), first copied to a dense bf16 matrix in `packed_a`.
 // With `b_packed`, `packed` holds B packed already (emit_pack_b) and B itself is not read. With
-// `prefetch`, the micro-tiles issue its prefetches.
+// `prefetch`, the micro-tiles issue its prefetches. With a `span` (gemm_spans_k), only k in the span.
 void emit_gemm_f32(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, const MatrixOperand& bm,
                    const CMatrix& c, int64_t m, int64_t n, int64_t k, llvm::Value* packed, llvm::Value* packed_a,
-                   bool b_packed = false, const SpreadPrefetch* prefetch = nullptr);
+                   bool b_packed = false, const SpreadPrefetch* prefetch = nullptr, const KSpan& span = {});
 
 // C (+)= A . B for i8 A (m x k) and B (k x n) into an i32 C (CMatrix) on vpdpbusd, for
 // gemm_int8_quads targets: the 8 x 32 tile of i32 accumulators, B packed in k quads (`packed`:

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -180,6 +181,76 @@ TEST_SUITE("jit") {
         CHECK(pl::allclose(got[0], want[0], tolerance, tolerance));
         CHECK(pl::allclose(got[1], c, 0, 0));
       }
+    });
+  }
+
+  // Operands zeroed outside one range of rows along their contracted dims (megablox tgmm's rows of a
+  // group, the seed's select of each operand): the compiled dot sums over that range alone
+  // (jit/llvm/gemm.h, KSpan), on the f32 tile and the vdpbf16ps pairs, whose edge pairs zero the
+  // element outside it. Rows outside hold inf and NaN, which must not reach the sums (0 x inf);
+  // ranges empty, whole, clamped at both ends, inside one pair, with odd and even ends.
+  TEST_CASE("dot forms: a dot of operands zeroed outside one range of k agrees with the interpreter") {
+    const int64_t m = 13, k = 70, n = 70;
+    struct Case {
+      int32_t offset, start, end;
+    };
+    const Case cases[] = {{0, 0, 70},  {10, 13, 47}, {0, 4, 6},   {5, 8, 9},   {0, 5, 5},
+                          {-10, -20, 100}, {0, 33, 34}, {100, 0, 50}, {-3, 0, 64}, {2, 7, 200}};
+    struct Layout {
+      const char* name;
+      bool lhs_t, rhs_t;
+    };
+    const Layout layouts[] = {{"x @ y", false, false}, {"x.T @ y", true, false}, {"x @ y.T", false, true}};
+    auto run_masked = [](const Layout& l, bool accumulate, const pl::Array& bounds, const pl::Array& x,
+                         const pl::Array& y, const pl::Array& c, const pl::CallOptions& options) {
+      auto kernel = [l, accumulate](pl::Ref b, pl::Ref xr, pl::Ref yr, pl::Ref cr, pl::Ref o) {
+        const pl::Value offset = b[0], start = b[1], end = b[2];
+        auto masked = [&](pl::Value v, int dim) {
+          const pl::Value rows = pl::iota(v.shape(), dim) + offset;
+          return pl::select((rows >= start) && (rows < end), v, pl::zeros(v.shape(), v.dtype()));
+        };
+        const int64_t lc = l.lhs_t ? 0 : 1, rc = l.rhs_t ? 1 : 0;
+        const pl::Value product =
+            pl::dot_general(masked(xr(), static_cast<int>(lc)), masked(yr(), static_cast<int>(rc)),
+                            pl::DotDimensionNumbers{{{lc}, {rc}}, {}}, pl::f32);
+        if (!accumulate) {
+          o() = product;
+          return;
+        }
+        o() = cr();
+        o() += product;
+      };
+      return pl::pallas_call(kernel, pl::PrefetchScalarGridSpec{.num_scalar_prefetch = 1},
+                             pl::ShapeDtype(c.shape(), pl::f32), options)(bounds, x, y, c);
+    };
+    on_runnable_targets([&](const pl::CallOptions& compiled) {
+      for (const Layout& l : layouts)
+        for (pl::DType dt : {pl::f32, pl::bf16})
+          for (const Case& cs : cases) {
+            INFO(l.name << ", " << pl::dtype_name(dt) << ", rows + " << cs.offset << " in [" << cs.start << ", " << cs.end << ")");
+            // Element (r, kk) of x (m x k) and (kk, j) of y (k x n), stored transposed where the layout says.
+            std::vector<float> xs(m * k), ys(k * n);
+            const std::vector<float> xr = pl::Array::random_normal({m * k}, pl::f32, 11).to_vector<float>(),
+                                     yr = pl::Array::random_normal({k * n}, pl::f32, 12).to_vector<float>();
+            for (int64_t kk = 0; kk < k; ++kk) {
+              const bool kept = kk + cs.offset >= cs.start && kk + cs.offset < cs.end;
+              for (int64_t r = 0; r < m; ++r)
+                xs[l.lhs_t ? kk * m + r : r * k + kk] = kept ? xr[r * k + kk] : std::numeric_limits<float>::infinity();
+              for (int64_t j = 0; j < n; ++j)
+                ys[l.rhs_t ? j * k + kk : kk * n + j] = kept ? yr[kk * n + j] : std::numeric_limits<float>::quiet_NaN();
+            }
+            const pl::Array x = pl::Array::from_vector(xs, l.lhs_t ? pl::Shape{k, m} : pl::Shape{m, k}).astype(dt),
+                            y = pl::Array::from_vector(ys, l.rhs_t ? pl::Shape{n, k} : pl::Shape{k, n}).astype(dt),
+                            c = pl::Array::random_normal({m, n}, pl::f32, 13),
+                            bounds = pl::Array::from_vector(std::vector<int32_t>{cs.offset, cs.start, cs.end}, {3});
+            for (bool accumulate : {false, true}) {
+              INFO(std::string(accumulate ? "o() += dot" : "o() = dot"));
+              const pl::Array got = run_masked(l, accumulate, bounds, x, y, c, compiled),
+                              want = run_masked(l, accumulate, bounds, x, y, c, testing::interpret());
+              const double tolerance = 1e-6 * static_cast<double>(k + 1);
+              CHECK(pl::allclose(got, want, tolerance, tolerance));
+            }
+          }
     });
   }
 
