@@ -397,6 +397,9 @@ std::optional<RowRange> row_range(const ir::Function& fn, ValueId v, int64_t dim
 std::optional<KSpan> Emitter::contracted_span(ValueId& lhs, ValueId& rhs, int64_t lhs_dim, int64_t rhs_dim, int64_t k) {
   const std::optional<RowRange> l = row_range(fn_, lhs, lhs_dim), r = row_range(fn_, rhs, rhs_dim);
   if (!l || !r || !l->same_rows(*r)) return std::nullopt;
+  // The bounds must be scalars in registers by now (a rank-0 tensor computed otherwise is left alone).
+  for (const std::optional<Bound>& x : {std::optional<Bound>(l->offset), l->lower, l->upper})
+    if (x && x->scalar != ir::kNone && tensor(x->scalar).kind != TensorCg::Kind::Scalar) return std::nullopt;
   auto value = [&](const Bound& x) -> llvm::Value* {
     if (x.scalar == ir::kNone) return b_.getInt64(x.literal);
     return b_.CreateSExtOrTrunc(tensor(x.scalar).scalar, b_.getInt64Ty());

@@ -54,39 +54,32 @@ constexpr int64_t kPrefetchRows = 4;  // how far ahead the packing loops prefetc
 // trip (4: 3-7%, 16: 1-6%), bf16 2-3%; see design §8.
 constexpr int64_t kUnrollK = 8;
 
-// The micro-tiles' k loop: `step(kk, acc)` for kk in [0, count), kUnrollK steps a trip, then the
-// count % kUnrollK left in a loop of one step a trip; `on_trip(trip)`, if given, at the start of
-// every whole trip. Returns the accumulators after all of it.
-std::vector<llvm::Value*> emit_k_loop(llvm::IRBuilderBase& b, int64_t count, std::vector<llvm::Value*> acc,
-                                      const LoopBody& step,
-                                      const std::function<void(llvm::Value* trip)>& on_trip = nullptr) {
-  const int64_t trips = count / kUnrollK, done = trips * kUnrollK;
-  if (trips > 0)
-    acc = emit_loop(b, i64(b, 0), i64(b, trips), i64(b, 1), acc,
-                    [&](llvm::Value* trip, const std::vector<llvm::Value*>& cur) {
-                      if (on_trip) on_trip(trip);
-                      std::vector<llvm::Value*> next = cur;
-                      for (int64_t u = 0; u < kUnrollK; ++u)
-                        next = step(b.CreateAdd(b.CreateMul(trip, i64(b, kUnrollK)), i64(b, u)), next);
-                      return next;
-                    });
-  if (done < count) acc = emit_loop(b, i64(b, done), i64(b, count), i64(b, 1), acc, step);
-  return acc;
-}
-
-// The same over k in [first, past), known at run time (first <= past).
+// The micro-tiles' k loop: `step(kk, acc)` for kk in [first, past) (first <= past, known at run time
+// or constants), kUnrollK steps a trip, then what is left in a loop of one step a trip; `on_trip(trip)`,
+// if given, at the start of every whole trip. A loop with a constant count of zero is not emitted.
+// Returns the accumulators after all of it.
 std::vector<llvm::Value*> emit_k_loop(llvm::IRBuilderBase& b, llvm::Value* first, llvm::Value* past,
                                       std::vector<llvm::Value*> acc, const LoopBody& step,
                                       const std::function<void(llvm::Value* trip)>& on_trip = nullptr) {
+  auto none = [](llvm::Value* from, llvm::Value* to) { return from == to; };  // constants are uniqued
   llvm::Value* trips = b.CreateUDiv(b.CreateSub(past, first), i64(b, kUnrollK));
-  acc = emit_loop(b, i64(b, 0), trips, i64(b, 1), acc, [&](llvm::Value* trip, const std::vector<llvm::Value*>& cur) {
-    if (on_trip) on_trip(trip);
-    std::vector<llvm::Value*> next = cur;
-    llvm::Value* base = b.CreateAdd(first, b.CreateMul(trip, i64(b, kUnrollK)));
-    for (int64_t u = 0; u < kUnrollK; ++u) next = step(b.CreateAdd(base, i64(b, u)), next);
-    return next;
-  });
-  return emit_loop(b, b.CreateAdd(first, b.CreateMul(trips, i64(b, kUnrollK))), past, i64(b, 1), acc, step);
+  if (!none(i64(b, 0), trips))
+    acc = emit_loop(b, i64(b, 0), trips, i64(b, 1), acc, [&](llvm::Value* trip, const std::vector<llvm::Value*>& cur) {
+      if (on_trip) on_trip(trip);
+      std::vector<llvm::Value*> next = cur;
+      llvm::Value* base = b.CreateAdd(first, b.CreateMul(trip, i64(b, kUnrollK)));
+      for (int64_t u = 0; u < kUnrollK; ++u) next = step(b.CreateAdd(base, i64(b, u)), next);
+      return next;
+    });
+  llvm::Value* done = b.CreateAdd(first, b.CreateMul(trips, i64(b, kUnrollK)));
+  if (!none(done, past)) acc = emit_loop(b, done, past, i64(b, 1), acc, step);
+  return acc;
+}
+
+std::vector<llvm::Value*> emit_k_loop(llvm::IRBuilderBase& b, int64_t count, std::vector<llvm::Value*> acc,
+                                      const LoopBody& step,
+                                      const std::function<void(llvm::Value* trip)>& on_trip = nullptr) {
+  return emit_k_loop(b, i64(b, 0), i64(b, count), std::move(acc), step, on_trip);
 }
 
 // The k loop of a micro-tile: over all of k, or over the span.
