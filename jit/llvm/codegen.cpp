@@ -278,11 +278,20 @@ llvm::Value* Emitter::i64_starts(ir::OperandSpan starts) {
   return out;
 }
 
-bool Emitter::cheap(ValueId v) const {
+bool Emitter::cheap(ValueId v, int depth) const {
   const ir::Op* d = fn_.def(v);
   if (!d) return false;
   if (d->kind == OpKind::Constant || d->kind == OpKind::Iota) return true;
-  return d->kind == OpKind::BroadcastTo && fn_.type(d->operands[0]).is_scalar();
+  if (d->kind == OpKind::BroadcastTo) return fn_.type(d->operands[0]).is_scalar();
+  // Index arithmetic on those (`iota(d) + offset`, a row mask's operand used by both of its bounds'
+  // comparisons) costs an integer add or multiply per element where a buffer costs a store and a
+  // load: a 128 x 128 i32 buffer filled at every grid step for a mask that a dot then never reads
+  // (it sums over the mask's rows, KSpan) took a tenth of megablox tgmm's time.
+  const bool index_arithmetic = d->kind == OpKind::Add || d->kind == OpKind::Sub || d->kind == OpKind::Mul;
+  if (!index_arithmetic || !is_int(fn_.type(v).dtype) || depth >= 2) return false;
+  for (ValueId x : d->operands)
+    if (!cheap(x, depth + 1)) return false;
+  return true;
 }
 
 std::vector<ValueId> Emitter::emit_region(ir::RegionId r) {

@@ -138,8 +138,8 @@ class Emitter {
   // The integer scalars `starts` sign-extended into an i64 array on the stack: block offsets are
   // 64-bit at the runtime boundary, whatever width the IR computed each one in.
   llvm::Value* i64_starts(ir::OperandSpan starts);
-  // Lazy tensors that are cheap to recompute at every use.
-  bool cheap(ValueId v) const;
+  // Lazy tensors that are cheap to recompute at every use (`depth`: the index arithmetic above v).
+  bool cheap(ValueId v, int depth = 0) const;
 
   // ---- regions, the op dispatch and runtime hooks (codegen.cpp) ----
   // Emits a region's ops; returns the yielded values' ids (the region's arguments are bound by the caller).

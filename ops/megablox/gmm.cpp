@@ -142,11 +142,10 @@ struct StepRows {
   }
 };
 
-// Where an m-tile crosses a group boundary it is visited once per group it holds, and each visit
-// computes about its group's rows only, in chunks of the micro-kernel's 8 rows (the whole tile when
-// tm is not a multiple of 8): a visit's rows [lo, hi) (tile rows) cover whole chunks and, where lo
-// or hi falls inside a chunk, that chunk partly (a ragged chunk, shared with another group and
-// computed for each).
+// gmm: where an m-tile crosses a group boundary it is visited once per group it holds, and each
+// visit computes about its group's rows only, in chunks of the micro-kernel's 8 rows (the whole
+// tile when tm is not a multiple of 8): the chunks holding a row of the group, a chunk shared with
+// another group computed for each.
 constexpr int64_t kChunk = 8;
 
 struct TileSpan {
@@ -158,18 +157,11 @@ struct TileSpan {
   }
   int32_t u() const { return static_cast<int32_t>(unit); }
   Value any() const { return lo < hi; }
-  // Chunk indices: the first holding a row of the group, the first holding only rows past it, the
-  // first wholly the group's and the first past the whole chunks.
+  // Chunk indices: the first holding a row of the group and the first holding only rows past it.
   Value first_chunk() const { return lo / u(); }
   Value past_chunk() const { return (hi + (u() - 1)) / u(); }
-  Value first_whole() const { return (lo + (u() - 1)) / u(); }
-  Value past_whole() const { return hi / u(); }
-  // Whether lo or hi falls inside a chunk (the chunk then holds rows of another group too).
-  Value ragged_lo() const { return any() && (lo % u() != 0); }
-  Value ragged_hi() const { return any() && (hi % u() != 0) && (lo % u() == 0 || first_chunk() != past_whole()); }
-
   Value inside() const { return lo == 0 && hi == static_cast<int32_t>(tm); }
-  // gmm's dot: rows are its free dim, so a chunk's dot costs per row what the whole tile's does, and
+  // gmm's rows are its dot's free dim, so a chunk's dot costs per row what the whole tile's does, and
   // one chunk at a time wastes least. body(first, n) for each chunk holding rows of the group (first
   // a tile row, n its static row count), or once for the whole tile when it lies inside the group.
   // Pieces of 2^j chunks (up to five dots a visit) measured 5% slower here.
@@ -182,23 +174,6 @@ struct TileSpan {
             when(any() && i >= first_chunk() && i < past_chunk(), [&] { body(i * u(), unit); });
           });
         });
-  }
-  // tgmm's dot: rows are its contracted dim and every dot reads and writes the whole tk x tn
-  // accumulator, so a visit runs as few dots as it can: body(first, n, ragged) once for each ragged
-  // chunk, then once over all the chunks wholly the group's (one branch per count of them: 16 on
-  // 128-tiles); first is a tile row, n a static row count. Splitting the whole chunks instead into
-  // pieces of 2^j chunks (at most five branches) compiled in a third of the time but ran 4% (f32)
-  // and 7% (bf16) slower; pairs of chunks plus the odd one (nine branches) fell in between. The
-  // whole chunks come last, so that a group's last visit may end on that dot. Returns whether the
-  // visit has whole chunks.
-  template <class F>
-  Value ragged_then_whole(F&& body) const {
-    when(ragged_lo(), [&] { body(first_chunk() * u(), unit, true); });
-    when(ragged_hi(), [&] { body(past_whole() * u(), unit, true); });
-    const Value count = past_whole() - first_whole();
-    for (int64_t c = 1; c <= tm / unit; ++c)
-      when(count == static_cast<int32_t>(c), [&] { body(first_whole() * u(), c * unit, false); });
-    return count > 0;
   }
 };
 
@@ -259,46 +234,44 @@ void tgmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_i
   Value group = group_ids[grid_id];
   Value prev = where(grid_id > 0, grid_id - 1, 0);
   Value prev_group = group_ids[prev];
-  // The sum is kept in the VMEM scratch and written out once per group. Accumulating straight into
-  // an f32 output block instead measured slower: tgmm's output (groups x k x n) is large enough to
-  // be written with non-temporal stores, so the zeroed block the first dot then reads has left the
-  // caches (tgmm f32 0.74x against 0.89x the dense matmul, bf16 0.64x against 0.73x).
-  when((grid_id == 0) || (prev_group != group), [&] { acc() = zeros_like(acc); });
-  // Empty groups get a step only so that their output is written (zeros): no chunk holds their rows.
-  // tgmm's rows are its dot's contracted dim, so a chunk shared with another group has that group's
-  // rows zeroed in both operands before its dot; the whole chunks are read as they are.
-  const StepRows rows(offsets, group_ids, m_tile_ids, grid_id, c.t.tm);
-  const TileSpan span(rows, c.t.tm);
+  const Value group_starts = (grid_id == 0) || (prev_group != group);
   Value is_end = grid_id == num_programs(2) - 1;
   Value next = where(is_end, grid_id, grid_id + 1);
   Value next_group = group_ids[next];
   const Value group_ends = is_end || (group != next_group);
+  const StepRows rows(offsets, group_ids, m_tile_ids, grid_id, c.t.tm);
+  // tgmm's rows are its dot's contracted dim: a visit's dot reads the whole tile with the other
+  // groups' rows zeroed in both operands, as the seed does. The compiled dot recognises the masks
+  // and sums over the group's rows alone (docs/design.md §8): one pass over the accumulator a visit,
+  // where pieces of static length (8-row chunks at the group's ends, whole chunks between) took up
+  // to three (tgmm f32 0.85x -> 0.97x the dense matmul on uneven groups, compiled in a seventh of the
+  // time). Empty groups get a step only so that their output is written: their dot is zeros.
+  // Operands are read inside each branch: a block read before a branch would be copied to cross it.
+  auto product = [&] {
+    Value l = lhs(), r = rhs();
+    l = select(rows.mask(rows.row0, l.shape(), 1), l, zeros(l.shape(), l.dtype()));
+    r = select(rows.mask(rows.row0, r.shape(), 0), r, zeros(r.shape(), r.dtype()));
+    return dot(l.astype(c.input), r.astype(c.input), DType::f32);
+  };
+  // The sum is kept in the VMEM scratch, started by the group's first dot and written out once per
+  // group. Accumulating straight into an f32 output block instead measured slower: tgmm's output
+  // (groups x k x n) is large enough to be written with non-temporal stores, so the block the next
+  // dot then reads has left the caches (tgmm f32 0.74x against 0.89x the dense matmul).
   // An f32 output without existing_out is written by the group's last dot itself, `out = acc +
   // dot`: each micro-tile stores its part as it finishes, so the output's stores (non-temporal,
   // past the caches) drain under the arithmetic of the next, where a pass over the accumulator
-  // after the dot waited on them (64 KiB a group and tile; tgmm f32 0.83x -> 0.85x the dense
-  // matmul, aligned groups 0.91x -> 0.93x; docs/design.md §8).
+  // after the dot waited on them (docs/design.md §8).
   const bool store_by_dot = !existing && c.out == DType::f32;
-  const Value whole = span.ragged_then_whole([&](const Value& first, int64_t n, bool ragged) {
-    // The operands are read inside each branch: a block read before a branch and used in it would
-    // be copied to cross it.
-    auto product = [&] {
-      Value l = lhs.at(all, ds(first, n))(), r = rhs.at(ds(first, n), all)();
-      auto masked = [&](const Value& x, int dim) {
-        return select(rows.mask(rows.row0 + first, x.shape(), dim), x, zeros(x.shape(), x.dtype()));
-      };
-      if (ragged) {
-        l = masked(l, 1);
-        r = masked(r, 0);
-      }
-      return dot(l.astype(c.input), r.astype(c.input), DType::f32);
-    };
-    named_scope("dot", [&] {
-      if (!store_by_dot || ragged) acc() += product();
-      else cond(group_ends, [&] { out() = acc() + product(); }, [&] { acc() += product(); });
-    });
+  auto into_acc = [&] { cond(group_starts, [&] { acc() = product(); }, [&] { acc() += product(); }); };
+  named_scope("dot", [&] {
+    if (!store_by_dot) into_acc();
+    else
+      cond(
+          group_ends, [&] { cond(group_starts, [&] { out() = product(); }, [&] { out() = acc() + product(); }); },
+          into_acc);
   });
-  when(store_by_dot ? group_ends && !whole : group_ends, [&] {
+  if (store_by_dot) return;
+  when(group_ends, [&] {
     Value to_store = acc();
     if (existing) to_store = to_store + (*existing)().astype(DType::f32);
     out() = to_store.astype(c.out);

@@ -188,6 +188,58 @@ TEST_SUITE("jit") {
     CHECK(o[32 * 32 - 1] == 64.0f);
   }
 
+  TEST_CASE("jit: index arithmetic used twice is recomputed at each use, not filled into a buffer") {
+    // A row mask as kernels write it, `lo <= iota + offset < hi` (the offset a run-time value, the
+    // grid step): the sum feeds both comparisons, and a value used twice is otherwise computed once
+    // into a temporary block.
+    const ir::Function& masked = keep(ir::parse(R"(kernel @row_mask(%0 "input 0": ref<8x16xf32, any>, %1 "output 0": ref<8x16xf32, any>, %2 "first step": index, %3 "end step": index) {
+  %4 = constant 0 : i64
+  %5 = constant 2 : i32
+  %6 = constant 6 : i32
+  %7 = constant 0.0 : 8x16xf32
+  %8 = constant 1 : index
+  for %9: index = %2 to %3 step %8 {
+    grid_point
+    %10 = block_view "input 0" %0 at [%4, %4] : ref<8x16xf32, vmem>
+    %11 = block_view "output 0" %1 at [%4, %4] : ref<8x16xf32, vmem>
+    %12 = load %10 : 8x16xf32
+    %13 = cast %9 : i32
+    %14 = iota axis=0 : 8x16xi32
+    %15 = broadcast_to %13 : 8x16xi32
+    %16 = add %14, %15 : 8x16xi32
+    %17 = broadcast_to %5 : 8x16xi32
+    %18 = ge %16, %17 : 8x16xi1
+    %19 = broadcast_to %6 : 8x16xi32
+    %20 = lt %16, %19 : 8x16xi1
+    %21 = and %18, %20 : 8x16xi1
+    %22 = select %21, %12, %7 : 8x16xf32
+    store %11, %22
+    %23 = add %9, %8 : index
+    %24 = eq %23, %3 : i1
+    if %24 {
+      writeback_block "output 0" %11 -> %1 at [%4, %4]
+    }
+  }
+}
+)"));
+    setenv("TESSERA_CACHE", "0", 1);
+    setenv("TESSERA_DUMP_LLVM", "1", 1);
+    std::shared_ptr<const jit::CompiledKernel> kernel;
+    const std::string llvm_text = testing::capture_stderr([&] { kernel = jit::compile(masked); });
+    unsetenv("TESSERA_DUMP_LLVM");
+    unsetenv("TESSERA_CACHE");
+    CHECK(llvm_text.find("call ptr @tessera_rt_temp") == std::string::npos);  // no block materialised
+    // Two steps, the last one's rows kept: 2 <= row + 1 < 6.
+    std::vector<float> x(8 * 16), o(8 * 16, -1.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+    run(masked, *kernel, {x.data(), o.data()}, 2);
+    for (int64_t r = 0; r < 8; ++r)
+      for (int64_t c = 0; c < 16; ++c) {
+        CAPTURE(r);
+        CHECK(o[r * 16 + c] == (r >= 1 && r < 5 ? x[r * 16 + c] : 0.0f));
+      }
+  }
+
   TEST_CASE("jit: a failure in compiled code stops the other cores and comes back as a RuntimeError") {
     // Every step of core 1 (steps 4..7) slices its input out of bounds; core 0 has valid steps.
     // A cache of its own: compiled code names ops by their index in the Function, and the parsed

@@ -194,15 +194,16 @@ TEST_SUITE("ops") {
     }
   }
 
-  // m-tiles of 64 rows, which the kernels split into chunks of 8 where a group boundary crosses the
-  // tile: groups ending inside the first chunk, at a chunk's edge, inside a later chunk, a group
-  // wholly inside one chunk, an empty group, and a tile wholly inside one group.
+  // m-tiles of 64 rows, which gmm splits into chunks of 8 where a group boundary crosses the tile
+  // (tgmm's dot sums over the group's rows of the tile): groups ending inside the first chunk, at a
+  // chunk's edge, inside a later chunk, a group wholly inside one chunk, an empty group, and a tile
+  // wholly inside one group.
   TEST_CASE("megablox: gmm and tgmm on m-tiles split in chunks at group boundaries match the reference") {
     check_gmm_and_tgmm({5, 27, 0, 40, 3, 53, 64}, 192, 40, 48, {mb::Tiling{64, 16, 32}}, 11);
   }
 
   // Groups chosen so that tiles hold: a group inside one 8-row chunk with both ends ragged (rows
-  // 3-6), runs of whole chunks of every piece size tgmm takes (8 to 64 rows) between ragged ends, a
+  // 3-6), runs of whole chunks of every length from 8 to 64 rows between ragged ends, a
   // group ending on a chunk boundary, one starting on one, an empty group inside a chunk, and groups
   // spanning tiles; on 128-row tiles, and on 12-row tiles, which are not cut in chunks.
   TEST_CASE("megablox: gmm and tgmm on boundary tiles taken as pieces of whole chunks and ragged chunks") {
