@@ -189,9 +189,10 @@ void gmm_kernel(const KernelConfig& c, Ref offsets, Ref group_ids, Ref m_tile_id
   }
   const StepRows rows(offsets, group_ids, m_tile_ids, grid_id, c.t.tm);
   const TileSpan span(rows, c.t.tm);
-  // The partial last k tile reads past k: zero those columns (rows of a transposed rhs).
+  // The partial last k tile reads past k: zero those columns (rows of a transposed rhs), in both
+  // operands alike, which the compiled dot takes as a span of k and sums over [0, k_rem) alone.
   auto mask_k_rem = [&](const Value& x, int dim) {
-    return where(iota(x.shape(), dim) < static_cast<int32_t>(c.k_rem), x.astype(DType::f32), 0).astype(x.dtype());
+    return select(iota(x.shape(), dim) < static_cast<int32_t>(c.k_rem), x, zeros(x.shape(), x.dtype()));
   };
   // gmm's rows are its dot's free dim: rows of acc outside the group are computed where they share a
   // chunk with the group's, and never stored.
