@@ -90,40 +90,128 @@ std::vector<llvm::Value*> emit_k_loop(llvm::IRBuilderBase& b, int64_t count, con
   return emit_k_loop(b, span.lo, span.hi, std::move(acc), step, on_trip);
 }
 
+// The number of k rows a block of a transposed B spans in pack_b: 16, one 64-byte line of f32 down
+// a column, and a square the transpose below works on.
+constexpr int64_t kTransposeRows = 16;
+
+// Transposes `cols` vectors of kTransposeRows elements (column j's run of k) into kTransposeRows
+// vectors of `cols` (row kk across the columns), cols a multiple of kTransposeRows: each square of
+// 16 columns by log2(16) perfect shuffles (new[2i] and new[2i + 1] the interleaved low and high
+// halves of old[i] and old[i + 8]; after four rounds new[kk] holds element kk of every column, in
+// column order), the squares' rows then joined. About one shuffle per 4 elements, where building the
+// rows element by element took a load and a store each.
+std::vector<llvm::Value*> transpose_columns(llvm::IRBuilderBase& b, const std::vector<llvm::Value*>& columns) {
+  constexpr int64_t t = kTransposeRows;
+  std::vector<int> lo_mask, hi_mask;
+  for (int i = 0; i < t / 2; ++i) {
+    lo_mask.insert(lo_mask.end(), {i, i + static_cast<int>(t)});
+    hi_mask.insert(hi_mask.end(), {i + static_cast<int>(t / 2), i + static_cast<int>(t + t / 2)});
+  }
+  std::vector<std::vector<llvm::Value*>> squares;
+  for (size_t first = 0; first < columns.size(); first += t) {
+    std::vector<llvm::Value*> v(columns.begin() + static_cast<std::ptrdiff_t>(first),
+                                columns.begin() + static_cast<std::ptrdiff_t>(first + t));
+    for (int64_t round = 1; round < t; round *= 2) {
+      std::vector<llvm::Value*> next(t);
+      for (int64_t i = 0; i < t / 2; ++i) {
+        next[2 * i] = b.CreateShuffleVector(v[i], v[i + t / 2], lo_mask);
+        next[2 * i + 1] = b.CreateShuffleVector(v[i], v[i + t / 2], hi_mask);
+      }
+      v = std::move(next);
+    }
+    squares.push_back(std::move(v));
+  }
+  // Join the squares' rows: row kk is square 0's row kk, then square 1's, ...
+  std::vector<llvm::Value*> rows(t);
+  for (int64_t kk = 0; kk < t; ++kk) {
+    std::vector<llvm::Value*> parts;
+    for (const auto& sq : squares) parts.push_back(sq[kk]);
+    while (parts.size() > 1) {
+      std::vector<llvm::Value*> joined;
+      for (size_t i = 0; i + 1 < parts.size(); i += 2) {
+        const auto width = static_cast<int>(llvm::cast<llvm::FixedVectorType>(parts[i]->getType())->getNumElements());
+        std::vector<int> concat(2 * width);
+        for (int e = 0; e < 2 * width; ++e) concat[e] = e;
+        joined.push_back(b.CreateShuffleVector(parts[i], parts[i + 1], concat));
+      }
+      if (parts.size() % 2) joined.push_back(parts.back());
+      parts = std::move(joined);
+    }
+    rows[kk] = parts[0];
+  }
+  return rows;
+}
+
 // Copies B into `packed` as f32 panels of `panel` columns: packed[(p * k + kk) * panel + j] =
 // B[kk][p * panel + j], the columns of the last panel past n set to zero (so the micro-kernel can
 // run it whole and mask only C). B is read row by row (each source row once, whatever its stride),
-// the panels written interleaved.
+// the panels written interleaved. A transposed B (`x @ w.T`: B's columns contiguous, its rows
+// strided) is read instead in blocks of 16 k rows by a panel's columns, one vector down each column
+// and transposed in registers (transpose_columns), whatever rows and columns those blocks leave
+// taken element by element.
 void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed, int64_t n, int64_t k, int64_t panel) {
   const int64_t full = n / panel, rest = n % panel;
   llvm::Type* f32 = b.getFloatTy();
-  emit_loop(b, k, [&](llvm::Value* kk) {
-    // Rows past the end prefetch harmlessly (a prefetch never faults).
-    prefetch_row(b, bm, b.CreateAdd(kk, i64(b, kPrefetchRows)), n);
-    auto copy = [&](llvm::Value* p, int64_t cols) {
-      llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), kk), i64(b, panel));
-      if (cols == panel && bm.rows_contiguous() && (bm.dtype == DType::f32 || bm.dtype == DType::bf16)) {
-        // A full panel's row as one vector load and one store; bf16 widened on the way (its bits
-        // are the top half of an f32's).
-        llvm::Value* row = b.CreateAlignedLoad(llvm::FixedVectorType::get(storage_type(b, bm.dtype), panel),
-                                               address_of(b, bm, kk, b.CreateMul(p, i64(b, panel))),
-                                               llvm::Align(dtype_size(bm.dtype)));
-        auto* f32_row = llvm::FixedVectorType::get(f32, panel);
-        if (bm.dtype == DType::bf16)
-          row = b.CreateBitCast(b.CreateShl(b.CreateZExt(row, llvm::FixedVectorType::get(b.getInt32Ty(), panel)), 16),
-                                f32_row);
-        b.CreateAlignedStore(row, b.CreateInBoundsGEP(f32, packed, dst_row), llvm::Align(4));
-        return;
-      }
-      for (int64_t j = 0; j < panel; ++j) {
-        llvm::Value* v = j < cols ? element(b, bm, kk, b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j)), DType::f32)
-                                  : llvm::ConstantFP::get(f32, 0.0);
-        b.CreateStore(v, b.CreateInBoundsGEP(f32, packed, b.CreateAdd(dst_row, i64(b, j))));
-      }
-    };
-    if (full > 0) emit_loop(b, full, [&](llvm::Value* p) { copy(p, panel); });
-    if (rest > 0) copy(i64(b, full), rest);
-  });
+  const bool f32_or_bf16 = bm.dtype == DType::f32 || bm.dtype == DType::bf16;
+  const int64_t t = kTransposeRows;
+  const bool transposed_blocks = bm.ld == 1 && !bm.rows_contiguous() && f32_or_bf16 && panel % t == 0 && full > 0;
+  // A vector of `count` elements of bm from `address` on, as f32.
+  auto load_f32 = [&](llvm::Value* address, int64_t count) {
+    llvm::Value* v = b.CreateAlignedLoad(llvm::FixedVectorType::get(storage_type(b, bm.dtype), count), address,
+                                         llvm::Align(dtype_size(bm.dtype)));
+    auto* f32_vec = llvm::FixedVectorType::get(f32, count);
+    if (bm.dtype == DType::bf16)  // its bits are the top half of an f32's
+      v = b.CreateBitCast(b.CreateShl(b.CreateZExt(v, llvm::FixedVectorType::get(b.getInt32Ty(), count)), 16), f32_vec);
+    return v;
+  };
+  if (transposed_blocks && k >= t) {
+    emit_loop(b, k / t, [&](llvm::Value* kb) {
+      llvm::Value* k0 = b.CreateMul(kb, i64(b, t));
+      emit_loop(b, full, [&](llvm::Value* p) {
+        llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
+        std::vector<llvm::Value*> columns;
+        for (int64_t j = 0; j < panel; ++j) columns.push_back(load_f32(address_of(b, bm, k0, b.CreateAdd(col0, i64(b, j))), t));
+        const std::vector<llvm::Value*> by_row = transpose_columns(b, columns);
+        for (int64_t kk = 0; kk < t; ++kk) {
+          llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), b.CreateAdd(k0, i64(b, kk))), i64(b, panel));
+          b.CreateAlignedStore(by_row[kk], b.CreateInBoundsGEP(f32, packed, dst_row), llvm::Align(4));
+        }
+      });
+    });
+  }
+  // Row kk of panel p (its first `cols` columns inside B).
+  auto copy = [&](llvm::Value* kk, llvm::Value* p, int64_t cols) {
+    llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), kk), i64(b, panel));
+    if (cols == panel && bm.rows_contiguous() && f32_or_bf16) {
+      // A full panel's row as one vector load and one store.
+      b.CreateAlignedStore(load_f32(address_of(b, bm, kk, b.CreateMul(p, i64(b, panel))), panel),
+                           b.CreateInBoundsGEP(f32, packed, dst_row), llvm::Align(4));
+      return;
+    }
+    for (int64_t j = 0; j < panel; ++j) {
+      llvm::Value* v = j < cols ? element(b, bm, kk, b.CreateAdd(b.CreateMul(p, i64(b, panel)), i64(b, j)), DType::f32)
+                                : llvm::ConstantFP::get(f32, 0.0);
+      b.CreateStore(v, b.CreateInBoundsGEP(f32, packed, b.CreateAdd(dst_row, i64(b, j))));
+    }
+  };
+  // Rows [first, k) of the full panels, and with them (`with_rest`) of the last partial one.
+  auto rows = [&](int64_t first, bool with_rest) {
+    if (first >= k || (full == 0 && !with_rest)) return;
+    emit_loop(b, i64(b, first), i64(b, k), i64(b, 1), {}, [&](llvm::Value* kk, const std::vector<llvm::Value*>&) {
+      // Rows past the end prefetch harmlessly (a prefetch never faults).
+      prefetch_row(b, bm, b.CreateAdd(kk, i64(b, kPrefetchRows)), n);
+      if (full > 0) emit_loop(b, full, [&](llvm::Value* p) { copy(kk, p, panel); });
+      if (with_rest) copy(kk, i64(b, full), rest);
+      return std::vector<llvm::Value*>{};
+    });
+  };
+  if (!transposed_blocks) {
+    rows(0, rest > 0);
+    return;
+  }
+  // What the blocks left: k's last rows of the full panels, and all of the last partial panel.
+  rows(k / t * t, false);
+  if (rest > 0) emit_loop(b, k, [&](llvm::Value* kk) { copy(kk, i64(b, full), rest); });
 }
 
 // A as the f32 micro-tile (`to` f32) or the vpmaddwd tile (`to` i16) reads it: in place when it is
@@ -363,7 +451,32 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
     llvm::Value* v = b.CreateAlignedLoad(t, address, llvm::Align(widen ? 1 : 2));
     return widen ? b.CreateSExt(v, t16) : v;
   };
-  auto pair = [&](llvm::Value* kp, bool odd_tail) {
+  // A transposed 16-bit B (`x @ w.T`): a pair is two neighbours down a column, one 32-bit word, so
+  // blocks of 16 pairs by a panel's columns are a vector of words down each column, transposed in
+  // registers as pack_b does.
+  const int64_t t = kTransposeRows;
+  const bool transposed_blocks = !widen && bm.ld == 1 && !bm.rows_contiguous() && panel % t == 0 && full > 0;
+  if (transposed_blocks && k >= 2 * t) {
+    auto* words = llvm::FixedVectorType::get(b.getInt32Ty(), t);
+    emit_loop(b, k / (2 * t), [&](llvm::Value* kb) {
+      llvm::Value* kp0 = b.CreateMul(kb, i64(b, t));
+      emit_loop(b, full, [&](llvm::Value* p) {
+        llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
+        std::vector<llvm::Value*> columns;
+        for (int64_t j = 0; j < panel; ++j)
+          columns.push_back(b.CreateAlignedLoad(
+              words, address_of(b, bm, b.CreateMul(kp0, i64(b, 2)), b.CreateAdd(col0, i64(b, j))), llvm::Align(2)));
+        const std::vector<llvm::Value*> by_pair = transpose_columns(b, columns);
+        for (int64_t q = 0; q < t; ++q) {
+          llvm::Value* kp = b.CreateAdd(kp0, i64(b, q));
+          llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k2)), kp), i64(b, panel * 2));
+          b.CreateAlignedStore(by_pair[q], b.CreateInBoundsGEP(i16, packed, dst_row), llvm::Align(2));
+        }
+      });
+    });
+  }
+  const int64_t pairs_done = transposed_blocks ? k / (2 * t) * t : 0;
+  auto pair = [&](llvm::Value* kp, bool odd_tail, bool full_panels, bool rest_panel) {
     llvm::Value* k0 = b.CreateMul(kp, i64(b, 2));
     prefetch_row(b, bm, b.CreateAdd(k0, i64(b, kPrefetchRows)), n);
     prefetch_row(b, bm, b.CreateAdd(k0, i64(b, kPrefetchRows + 1)), n);
@@ -393,11 +506,19 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
         }
       }
     };
-    if (full > 0) emit_loop(b, full, [&](llvm::Value* p) { copy(p, panel); });
-    if (rest > 0) copy(i64(b, full), rest);
+    if (full_panels && full > 0) emit_loop(b, full, [&](llvm::Value* p) { copy(p, panel); });
+    if (rest_panel && rest > 0) copy(i64(b, full), rest);
   };
-  if (k / 2 > 0) emit_loop(b, k / 2, [&](llvm::Value* kp) { pair(kp, false); });
-  if (k % 2) pair(i64(b, k / 2), true);
+  // The pairs the blocks left, for every panel: the last ones (all of them when no block was taken),
+  // and the first ones of the last partial panel.
+  if (pairs_done < k / 2)
+    emit_loop(b, i64(b, pairs_done), i64(b, k / 2), i64(b, 1), {}, [&](llvm::Value* kp, const std::vector<llvm::Value*>&) {
+      pair(kp, false, true, true);
+      return std::vector<llvm::Value*>{};
+    });
+  if (pairs_done > 0 && rest > 0)
+    emit_loop(b, pairs_done, [&](llvm::Value* kp) { pair(kp, false, false, true); });
+  if (k % 2) pair(i64(b, k / 2), true, true, true);
   zero_padding_groups(b, packed, full + (rest > 0), (k + 1) / 2, k2, panel);
 }
 

@@ -88,9 +88,10 @@ struct Shape4 {
   int64_t b, m, k, n;
 };
 // Full tiles and row tails (13 = 8 + 5 = 2 * 6 + 1), full panels and masked column tails (70 = 2 * 32
-// + 6 = 4 * 16 + 6), an odd k with k % 4 != 0; two batches. (Each case compiles its kernels, so
-// the tails of the plain form's many shapes are left to target_test.cpp.)
-const Shape4 kShapes[] = {{2, 13, 17, 70}};
+// + 6 = 4 * 16 + 6), an odd k with k % 4 != 0 that a transposed B's packing takes partly in blocks
+// (37 = 2 * 16 + 5 f32 rows, 16 + 2 bf16 pairs and an odd row); two batches. (Each case compiles
+// its kernels, so the tails of the plain form's many shapes are left to target_test.cpp.)
+const Shape4 kShapes[] = {{2, 13, 37, 70}};
 
 // Calls body(compiled) for every target this CPU runs, `compiled` selecting it.
 template <class F>
