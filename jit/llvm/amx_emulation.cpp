@@ -179,7 +179,7 @@ void run_dot(const Dot& dot) {
   engine.configure(module, host);
   llvm::IRBuilder<> b(ctx);
   llvm::Type* ptr = b.getPtrTy();
-  auto* type = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, ptr, ptr, ptr}, false);
+  auto* type = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, ptr, ptr, ptr, b.getInt64Ty(), b.getInt64Ty()}, false);
   const std::string name = "tessera_amx_emulated_dot";
   llvm::Function* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, module);
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", f));
@@ -189,7 +189,9 @@ void run_dot(const Dot& dot) {
                   .accumulate = dot.accumulate,
                   .from = dot.from ? f->getArg(5) : nullptr,
                   .from_ld = dot.from_ld};
-  if (bf16) emit_gemm_f32(b, amx, a, bm, c, dot.m, dot.n, dot.k, f->getArg(3), f->getArg(4));
+  if (dot.span && !bf16) throw InternalError("amx emulation", "only bf16 dots sum over a span of k");
+  const KSpan span = dot.span ? KSpan{f->getArg(6), f->getArg(7)} : KSpan{};
+  if (bf16) emit_gemm_f32(b, amx, a, bm, c, dot.m, dot.n, dot.k, f->getArg(3), f->getArg(4), false, nullptr, span);
   else emit_gemm_i8(b, amx, a, bm, c, dot.m, dot.n, dot.k, f->getArg(3), f->getArg(4));
   b.CreateRetVoid();
   emulate_tiles(*f);
@@ -200,8 +202,9 @@ void run_dot(const Dot& dot) {
   if (!object) throw InternalError("amx emulation", "the emulated dot did not load");
   std::vector<uint8_t> packed(gemm_packed_b_bytes(amx, dot.dtype, dot.dtype, dot.n, dot.k) + 64),
       packed_a(gemm_packed_a_bytes(amx, dot.dtype, dot.dtype, dot.m, dot.k) + 64);
-  auto run = reinterpret_cast<void (*)(const void*, const void*, void*, void*, void*, const void*)>(object->address());
-  run(dot.a, dot.b, dot.c, packed.data(), packed_a.data(), dot.from);
+  auto run = reinterpret_cast<void (*)(const void*, const void*, void*, void*, void*, const void*, int64_t, int64_t)>(
+      object->address());
+  run(dot.a, dot.b, dot.c, packed.data(), packed_a.data(), dot.from, dot.span_lo, dot.span_hi);
 }
 
 }  // namespace tessera::jit::amx_emulation

@@ -34,7 +34,8 @@ void tdpbssd(Tile& c, const Tile& a, const Tile& b);
 // run the avx512_bf16 target (the edges' vdpbf16ps / vpdpbusd tiles). A is m x k with element (r, c)
 // at a[r * lda + c * a_cs], B k x n row-major with leading dim ldb, C m x n (f32 or i32) with
 // leading dim ldc; accumulating, the sums start from C or, given `from`, from that m x n matrix
-// (leading dim from_ld).
+// (leading dim from_ld). With `span` (bf16 only), k in [span_lo, span_hi) alone, the bounds read at
+// run time as a KSpan's are.
 struct Dot {
   DType dtype;  // bf16 or i8: both operands
   int64_t m, n, k;
@@ -47,6 +48,8 @@ struct Dot {
   bool accumulate;
   const void* from = nullptr;
   int64_t from_ld = 0;
+  bool span = false;
+  int64_t span_lo = 0, span_hi = 0;
 };
 void run_dot(const Dot& dot);
 

@@ -42,7 +42,7 @@ struct TileOps {
 }  // namespace
 
 void emit_amx_tiles(llvm::IRBuilderBase& b, const AmxPlan& plan, llvm::Value* a, llvm::Value* packed_b,
-                    const CMatrix& c) {
+                    const CMatrix& c, llvm::Value* first_step, llvm::Value* past_step) {
   if (plan.tile_rows == 0 || plan.tile_cols == 0) return;
   TileOps tiles(b, plan.elem == 2);
   auto i64 = [&](int64_t v) { return b.getInt64(v); };
@@ -64,7 +64,8 @@ void emit_amx_tiles(llvm::IRBuilderBase& b, const AmxPlan& plan, llvm::Value* a,
       }
     llvm::Value* panel_base = at(packed_b, b.CreateMul(p, i64(plan.b_panel_bytes)));
     const std::vector<llvm::Value*> acc = emit_loop(
-        b, i64(0), i64(plan.k_steps), i64(1), init, [&](llvm::Value* step, const std::vector<llvm::Value*>& cur) {
+        b, first_step ? first_step : i64(0), past_step ? past_step : i64(plan.k_steps), i64(1), init,
+        [&](llvm::Value* step, const std::vector<llvm::Value*>& cur) {
           std::vector<llvm::Value*> a_tiles, b_tiles, next;
           for (int64_t rt = 0; rt < row_tiles; ++rt)
             a_tiles.push_back(tiles.loaded(at(a, b.CreateAdd(b.CreateMul(tile_row(rt), i64(plan.a_row_bytes)),

@@ -24,8 +24,9 @@ namespace tessera::jit {
 // block's accumulator tiles start from the sum C starts from (CMatrix: C itself or another matrix,
 // when accumulating) or zero and stay in tile registers across the k loop; C is read and written
 // only at the block's start and end. Tile stores have no non-temporal form: `streaming` is left to
-// the vector tiles.
+// the vector tiles. Given `first_step` and `past_step` (i64 at run time, within [0, k_steps]), the
+// k loop runs those steps alone (a span of k, k_group_gemm in gemm.cpp).
 void emit_amx_tiles(llvm::IRBuilderBase& b, const AmxPlan& plan, llvm::Value* a, llvm::Value* packed_b,
-                    const CMatrix& c);
+                    const CMatrix& c, llvm::Value* first_step = nullptr, llvm::Value* past_step = nullptr);
 
 }  // namespace tessera::jit

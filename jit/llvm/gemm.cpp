@@ -844,7 +844,7 @@ bool gemm_bf16_pairs(const CpuTarget& target, DType a, DType b) {
 }
 
 bool gemm_spans_k(const CpuTarget& target, DType a, DType b, int64_t k) {
-  if (gemm_bf16_pairs(target, a, b)) return k % 2 == 0 && !gemm_amx(target, a, b);
+  if (gemm_bf16_pairs(target, a, b)) return k % 2 == 0;
   // The f32 tile: a float operand, no f64 (emit_gemm_f32's dots).
   return (is_float(a) || is_float(b)) && a != DType::f64 && b != DType::f64;
 }
@@ -913,26 +913,29 @@ void rect_tiles(llvm::IRBuilderBase& b, const GemmTile& tile, const CRect& r, ll
   if (rest < end) chunk(i64(b, rest / panel), 0, end - rest);
 }
 
-// The k-group dots (bf16 pairs, int8 quads) over all of C, B packed already: on an AMX target the
-// tiles of the plan (jit/llvm/amx_plan.h) take what they cover and `tile_at(a, panel_ptr, col0, i,
-// rows, cols)`, the AVX-512 micro-tile, the plan's fallback rectangles; elsewhere the micro-tiles
-// take all of C. A is read in place when its rows are contiguous (and k fills whole AMX k steps),
-// else copied into `packed_a` first.
+// The k-group dots (bf16 pairs, int8 quads) over all of C, B packed already, over `span` (bf16
+// only): on an AMX target the tiles of the plan (jit/llvm/amx_plan.h) take what they cover and
+// `tile_at(a, c, span, panel_ptr, col0, i, rows, cols)`, the AVX-512 micro-tile, the plan's fallback
+// rectangles; elsewhere the micro-tiles take all of C. A is read in place when its rows are
+// contiguous (and k fills whole AMX k steps), else copied into `packed_a` first. A span on AMX
+// tiles: the tiles run the whole k steps inside it, and the micro-tiles its ragged ends over the
+// tiles' part of C (each end's edge pair masked as on any pair target), adding to what the tiles
+// stored; an end that is empty is skipped at run time.
 template <class TileAt>
 void k_group_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixOperand& a, DType b_dtype,
-                  const CMatrix& c, int64_t m, int64_t n, int64_t k, llvm::Value* packed, llvm::Value* packed_a,
-                  const TileAt& tile_at) {
+                  const CMatrix& c, int64_t m, int64_t n, int64_t k, const KSpan& span, llvm::Value* packed,
+                  llvm::Value* packed_a, const TileAt& tile_at) {
   const GemmTile tile = gemm_tile(target);
   const int64_t elem = dtype_size(a.dtype), groups = packed_b_groups(k, kLaneBytes / elem);
   const int64_t panel_bytes = groups * tile.panel() * kLaneBytes;
-  auto micro_tiles = [&](const MatrixOperand& at, const CRect& r) {
+  auto micro_tiles = [&](const MatrixOperand& at, const CRect& r, const CMatrix& cm, const KSpan& s) {
     rect_tiles(b, tile, r, packed, panel_bytes, [&](llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i,
                                                       int64_t rows, int64_t cols) {
-      tile_at(at, panel_ptr, col0, i, rows, cols);
+      tile_at(at, cm, s, panel_ptr, col0, i, rows, cols);
     });
   };
   if (!gemm_amx(target, a.dtype, b_dtype)) {
-    micro_tiles(rows_contiguous_a(b, a, packed_a, m, k), CRect{0, m, 0, n});
+    micro_tiles(rows_contiguous_a(b, a, packed_a, m, k), CRect{0, m, 0, n}, c, span);
     return;
   }
   const AmxPlan plan = plan_amx(m, n, k, elem, a.rows_contiguous(), a.ld, c.ld, tile.panel());
@@ -952,20 +955,50 @@ void k_group_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
   } else if (!plan.fallback.empty()) {
     at = rows_contiguous_a(b, a, packed_a, m, k);
   }
-  emit_amx_tiles(b, plan, at.ptr, packed, c);
-  for (const CRect& r : plan.fallback) micro_tiles(at, r);
+  if (span.whole()) {
+    emit_amx_tiles(b, plan, at.ptr, packed, c);
+  } else {
+    // Steps [s0, s1) lie inside [lo, hi); the ends [lo, mid0) and [mid1, hi) are what is left.
+    llvm::Value* step = i64(b, plan.k_step);
+    auto umax = [&](llvm::Value* x, llvm::Value* y) { return b.CreateBinaryIntrinsic(llvm::Intrinsic::umax, x, y); };
+    auto umin = [&](llvm::Value* x, llvm::Value* y) { return b.CreateBinaryIntrinsic(llvm::Intrinsic::umin, x, y); };
+    llvm::Value* s0 = b.CreateUDiv(b.CreateAdd(span.lo, i64(b, plan.k_step - 1)), step);
+    llvm::Value* s1 = umax(b.CreateUDiv(span.hi, step), s0);
+    llvm::Value* mid0 = umin(b.CreateMul(s0, step), span.hi);
+    llvm::Value* mid1 = umax(b.CreateMul(s1, step), mid0);
+    emit_amx_tiles(b, plan, at.ptr, packed, c, s0, s1);
+    const CMatrix onto{.ptr = c.ptr, .ld = c.ld, .accumulate = true};
+    const CRect tiled{0, plan.tile_rows, 0, plan.tile_cols};
+    auto end = [&](llvm::Value* from, llvm::Value* to) {
+      llvm::Function* f = b.GetInsertBlock()->getParent();
+      llvm::BasicBlock* run = llvm::BasicBlock::Create(b.getContext(), "span.end", f);
+      llvm::BasicBlock* done = llvm::BasicBlock::Create(b.getContext(), "span.end.done", f);
+      b.CreateCondBr(b.CreateICmpULT(from, to), run, done);
+      b.SetInsertPoint(run);
+      micro_tiles(at, tiled, onto, KSpan{from, to});
+      b.CreateBr(done);
+      b.SetInsertPoint(done);
+    };
+    if (plan.tile_rows > 0 && plan.tile_cols > 0) {
+      end(span.lo, mid0);
+      end(mid1, span.hi);
+    }
+  }
+  for (const CRect& r : plan.fallback) micro_tiles(at, r, c, span);
 }
 
-// C (+)= A . B on the pair tiles of `kind`, B packed already and A as micro_tile_pairs reads it, over
-// `span` (not on AMX targets: gemm_spans_k).
+// C (+)= A . B on the pair tiles of `kind` (or AMX tiles, k_group_gemm), B packed already and A as
+// micro_tile_pairs reads it, over `span`.
 void pair_gemm(llvm::IRBuilderBase& b, const CpuTarget& target, PairDot kind, const MatrixOperand& a, DType b_dtype,
                const CMatrix& c, int64_t m, int64_t n, int64_t k, const KSpan& span, llvm::Value* packed,
                llvm::Value* packed_a, const SpreadPrefetch* prefetch) {
   const GemmTile tile = gemm_tile(target);
   const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 2);
-  k_group_gemm(b, target, a, b_dtype, c, m, n, k, packed, packed_a,
-               [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
-                   int64_t cols) { micro_tile_pairs(b, tile, kind, at, c, k, span, panel_ptr, col0, i, rows, cols, trip); });
+  k_group_gemm(b, target, a, b_dtype, c, m, n, k, span, packed, packed_a,
+               [&](const MatrixOperand& at, const CMatrix& cm, const KSpan& s, llvm::Value* panel_ptr, llvm::Value* col0,
+                   llvm::Value* i, int64_t rows, int64_t cols) {
+                 micro_tile_pairs(b, tile, kind, at, cm, k, s, panel_ptr, col0, i, rows, cols, trip);
+               });
 }
 
 // A dot that streamed C fences its non-temporal stores.
@@ -1016,10 +1049,10 @@ void emit_gemm_i8(llvm::IRBuilderBase& b, const CpuTarget& target, const MatrixO
     emit_a_row_sums(b, a, row_sums, m, k);
   }
   const TripPrefetch trip = trip_prefetch(prefetch, tile, m, n, k / 4);
-  k_group_gemm(b, target, a, bm.dtype, c, m, n, k, packed, packed_a,
-               [&](const MatrixOperand& at, llvm::Value* panel_ptr, llvm::Value* col0, llvm::Value* i, int64_t rows,
-                   int64_t cols) {
-                 micro_tile_quads(b, tile, at, c, k, panel_ptr, colsum, row_sums, col0, i, rows, cols, trip);
+  k_group_gemm(b, target, a, bm.dtype, c, m, n, k, KSpan{}, packed, packed_a,
+               [&](const MatrixOperand& at, const CMatrix& cm, const KSpan&, llvm::Value* panel_ptr, llvm::Value* col0,
+                   llvm::Value* i, int64_t rows, int64_t cols) {
+                 micro_tile_quads(b, tile, at, cm, k, panel_ptr, colsum, row_sums, col0, i, rows, cols, trip);
                });
   fence_streamed(b, c);
 }

@@ -122,8 +122,9 @@ bool gemm_amx(const CpuTarget& target, DType a, DType b);
 
 // Whether emit_gemm_f32 sums A . B over a KSpan for `target` (a k x n B): on the f32 tile, and on
 // the bf16 pairs for an even k (an edge pair of the span has its other element zeroed in both
-// operands, in registers). Not on AMX tiles, nor the integer tiles: their dots of such operands take
-// the operands as the selects make them.
+// operands, in registers), AMX tiles included (they take the whole k steps inside the span, the pair
+// tiles its ends). Not the integer tiles: their dots of such operands take the operands as the
+// selects make them.
 bool gemm_spans_k(const CpuTarget& target, DType a, DType b, int64_t k);
 
 // Bytes of the packed-B scratch emit_gemm_f32 needs for a k x n B (operand dtypes a, b) on `target`.

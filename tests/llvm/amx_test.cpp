@@ -52,6 +52,7 @@ struct Dot {
   bool bf16;  // else int8
   bool accumulate;
   bool separate = false;      // accumulating, the sums start from a matrix other than C
+  int64_t lo = 0, hi = -1;    // with hi >= 0 (bf16), the dot sums k in [lo, hi) alone
   std::vector<int64_t> a, b;  // element values, row-major: bf16 bits or i8
   std::vector<uint32_t> c0;   // C's starting bits, m x n
 
@@ -114,7 +115,7 @@ struct Dot {
   double sum(int64_t i, int64_t j, double* magnitude) const {
     double total = accumulate && bf16 ? std::bit_cast<float>(c0[i * s.n + j]) : 0, mag = std::fabs(total);
     uint32_t wrapped = accumulate ? c0[i * s.n + j] : 0;
-    for (int64_t kk = 0; kk < s.k; ++kk) {
+    for (int64_t kk = hi >= 0 ? lo : 0; kk < (hi >= 0 ? hi : s.k); ++kk) {
       const double p = real(a[i * s.k + kk]) * real(b[kk * s.n + j]);
       total += p;
       mag += std::fabs(p);
@@ -233,17 +234,21 @@ void check_emitted(const Dot& d, bool a_rows_contiguous) {
   const int64_t m = d.s.m, k = d.s.k, n = d.s.n, elem = d.elem(), ldb = n + 2, ldc = n + 5;
   const int64_t lda = a_rows_contiguous ? k + 3 : 1, a_cs = a_rows_contiguous ? 1 : m;
   std::vector<uint8_t> a(((m - 1) * lda + (k - 1) * a_cs + 1) * elem), b(((k - 1) * ldb + n) * elem);
+  // Outside a span, inf in A and NaN in B: a product of them reaching a sum would show.
+  const bool span = d.hi >= 0;
+  auto outside = [&](int64_t kk) { return span && (kk < d.lo || kk >= d.hi); };
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t kk = 0; kk < k; ++kk) d.put(a, (i * lda + kk * a_cs) * elem, d.a[i * k + kk]);
+    for (int64_t kk = 0; kk < k; ++kk) d.put(a, (i * lda + kk * a_cs) * elem, outside(kk) ? 0x7f80 : d.a[i * k + kk]);
   for (int64_t kk = 0; kk < k; ++kk)
-    for (int64_t j = 0; j < n; ++j) d.put(b, (kk * ldb + j) * elem, d.b[kk * n + j]);
+    for (int64_t j = 0; j < n; ++j) d.put(b, (kk * ldb + j) * elem, outside(kk) ? 0x7fc0 : d.b[kk * n + j]);
   // Separate: the starting values in S (leading dim n + 9), C all sentinels before the dot.
   const int64_t ld_s = n + 9;
   const std::vector<uint32_t> s = d.c(ld_s);
   std::vector<uint32_t> c = d.separate ? std::vector<uint32_t>(m * ldc, Dot::kSentinel) : d.c(ldc);
   jit::amx_emulation::run_dot({.dtype = d.bf16 ? DType::bf16 : DType::i8, .m = m, .n = n, .k = k, .a = a.data(),
                                .lda = lda, .a_cs = a_cs, .b = b.data(), .ldb = ldb, .c = c.data(), .ldc = ldc,
-                               .accumulate = d.accumulate, .from = d.separate ? s.data() : nullptr, .from_ld = ld_s});
+                               .accumulate = d.accumulate, .from = d.separate ? s.data() : nullptr, .from_ld = ld_s,
+                               .span = span, .span_lo = d.lo, .span_hi = span ? d.hi : 0});
   d.check(c, ldc);
   if (d.separate) CHECK(s == d.c(ld_s));
 }
@@ -283,6 +288,28 @@ TEST_SUITE("jit") {
 
   TEST_CASE("amx emulated: the amx target's bf16 dot, its tiles emulated, agrees with a reference matmul") {
     if (runs_emulated()) each_case(true, 200, check_emitted, true);
+  }
+
+  // A span of k (a dot of operands zeroed outside it, KSpan): the tiles take its whole k steps, the
+  // pair tiles its ends. Spans empty, whole, inside one step, one element, exactly one step, across
+  // steps from odd and even ends, clamped at k; k a multiple of the step and not (A padded).
+  TEST_CASE("amx emulated: the amx target's bf16 dot over a span of k agrees with a reference over it") {
+    if (!runs_emulated()) return;
+    const Shape shapes[] = {{32, 64, 32}, {64, 256, 96}, {33, 96, 65}, {50, 70, 112}};
+    uint32_t seed = 400;
+    for (const Shape& s : shapes)
+      for (auto [lo, hi] : std::vector<std::pair<int64_t, int64_t>>{
+               {0, 0}, {0, s.k}, {3, 30}, {7, 8}, {32, 64}, {31, s.k - 5}, {33, s.k}, {s.k / 2, s.k / 2}})
+        for (bool contiguous : {true, false})
+          for (int form : {0, 2}) {
+            INFO("m, k, n = " << s.m << ", " << s.k << ", " << s.n << ", span [" << lo << ", " << hi << ")"
+                              << (contiguous ? ", A in place" : ", A strided") << (form ? ", C = S + dot" : ", C = dot"));
+            Dot d(s, true, form > 0, seed++);
+            d.separate = form == 2;
+            d.lo = std::min(lo, s.k);
+            d.hi = std::min(hi, s.k);
+            check_emitted(d, contiguous);
+          }
   }
 
   TEST_CASE("amx emulated: the amx target's int8 dot, its tiles emulated, equals a reference matmul") {
