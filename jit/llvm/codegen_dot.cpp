@@ -297,10 +297,6 @@ void prefetch_next_block(llvm::IRBuilderBase& b, const MatrixOperand& x, int64_t
   });
 }
 
-}  // namespace
-
-namespace {
-
 // What a mask compares rows with: a scalar broadcast to the mask's shape, or a constant.
 struct Bound {
   ValueId scalar = ir::kNone;

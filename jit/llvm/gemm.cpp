@@ -142,6 +142,25 @@ std::vector<llvm::Value*> transpose_columns(llvm::IRBuilderBase& b, const std::v
   return rows;
 }
 
+// The blocks of a transposed B (its columns contiguous) that pack_b and pack_b_pairs read whole: for
+// each block [0, blocks) of kTransposeRows k rows (or pairs) and each of the `full` whole panels,
+// `column(block, col)` the vector down column col, and `store(p, block, q, row)` each of the
+// block's rows across the panel's columns (transpose_columns).
+void pack_transposed_blocks(
+    llvm::IRBuilderBase& b, int64_t blocks, int64_t full, int64_t panel,
+    const std::function<llvm::Value*(llvm::Value* block, llvm::Value* col)>& column,
+    const std::function<void(llvm::Value* p, llvm::Value* block, int64_t q, llvm::Value* row)>& store) {
+  emit_loop(b, blocks, [&](llvm::Value* block) {
+    emit_loop(b, full, [&](llvm::Value* p) {
+      llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
+      std::vector<llvm::Value*> columns;
+      for (int64_t j = 0; j < panel; ++j) columns.push_back(column(block, b.CreateAdd(col0, i64(b, j))));
+      const std::vector<llvm::Value*> rows = transpose_columns(b, columns);
+      for (int64_t q = 0; q < kTransposeRows; ++q) store(p, block, q, rows[q]);
+    });
+  });
+}
+
 // Copies B into `packed` as f32 panels of `panel` columns: packed[(p * k + kk) * panel + j] =
 // B[kk][p * panel + j], the columns of the last panel past n set to zero (so the micro-kernel can
 // run it whole and mask only C). B is read row by row (each source row once, whatever its stride),
@@ -164,21 +183,15 @@ void pack_b(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* packed
       v = b.CreateBitCast(b.CreateShl(b.CreateZExt(v, llvm::FixedVectorType::get(b.getInt32Ty(), count)), 16), f32_vec);
     return v;
   };
-  if (transposed_blocks && k >= t) {
-    emit_loop(b, k / t, [&](llvm::Value* kb) {
-      llvm::Value* k0 = b.CreateMul(kb, i64(b, t));
-      emit_loop(b, full, [&](llvm::Value* p) {
-        llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
-        std::vector<llvm::Value*> columns;
-        for (int64_t j = 0; j < panel; ++j) columns.push_back(load_f32(address_of(b, bm, k0, b.CreateAdd(col0, i64(b, j))), t));
-        const std::vector<llvm::Value*> by_row = transpose_columns(b, columns);
-        for (int64_t kk = 0; kk < t; ++kk) {
-          llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), b.CreateAdd(k0, i64(b, kk))), i64(b, panel));
-          b.CreateAlignedStore(by_row[kk], b.CreateInBoundsGEP(f32, packed, dst_row), llvm::Align(4));
-        }
-      });
-    });
-  }
+  if (transposed_blocks && k >= t)
+    pack_transposed_blocks(
+        b, k / t, full, panel,
+        [&](llvm::Value* kb, llvm::Value* col) { return load_f32(address_of(b, bm, b.CreateMul(kb, i64(b, t)), col), t); },
+        [&](llvm::Value* p, llvm::Value* kb, int64_t q, llvm::Value* row) {
+          llvm::Value* kk = b.CreateAdd(b.CreateMul(kb, i64(b, t)), i64(b, q));
+          llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), kk), i64(b, panel));
+          b.CreateAlignedStore(row, b.CreateInBoundsGEP(f32, packed, dst_row), llvm::Align(4));
+        });
   // Row kk of panel p (its first `cols` columns inside B).
   auto copy = [&](llvm::Value* kk, llvm::Value* p, int64_t cols) {
     llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k)), kk), i64(b, panel));
@@ -458,22 +471,16 @@ void pack_b_pairs(llvm::IRBuilderBase& b, const MatrixOperand& bm, llvm::Value* 
   const bool transposed_blocks = !widen && bm.ld == 1 && !bm.rows_contiguous() && panel % t == 0 && full > 0;
   if (transposed_blocks && k >= 2 * t) {
     auto* words = llvm::FixedVectorType::get(b.getInt32Ty(), t);
-    emit_loop(b, k / (2 * t), [&](llvm::Value* kb) {
-      llvm::Value* kp0 = b.CreateMul(kb, i64(b, t));
-      emit_loop(b, full, [&](llvm::Value* p) {
-        llvm::Value* col0 = b.CreateMul(p, i64(b, panel));
-        std::vector<llvm::Value*> columns;
-        for (int64_t j = 0; j < panel; ++j)
-          columns.push_back(b.CreateAlignedLoad(
-              words, address_of(b, bm, b.CreateMul(kp0, i64(b, 2)), b.CreateAdd(col0, i64(b, j))), llvm::Align(2)));
-        const std::vector<llvm::Value*> by_pair = transpose_columns(b, columns);
-        for (int64_t q = 0; q < t; ++q) {
-          llvm::Value* kp = b.CreateAdd(kp0, i64(b, q));
+    pack_transposed_blocks(
+        b, k / (2 * t), full, panel,
+        [&](llvm::Value* kb, llvm::Value* col) {
+          return b.CreateAlignedLoad(words, address_of(b, bm, b.CreateMul(kb, i64(b, 2 * t)), col), llvm::Align(2));
+        },
+        [&](llvm::Value* p, llvm::Value* kb, int64_t q, llvm::Value* row) {
+          llvm::Value* kp = b.CreateAdd(b.CreateMul(kb, i64(b, t)), i64(b, q));
           llvm::Value* dst_row = b.CreateMul(b.CreateAdd(b.CreateMul(p, i64(b, k2)), kp), i64(b, panel * 2));
-          b.CreateAlignedStore(by_pair[q], b.CreateInBoundsGEP(i16, packed, dst_row), llvm::Align(2));
-        }
-      });
-    });
+          b.CreateAlignedStore(row, b.CreateInBoundsGEP(i16, packed, dst_row), llvm::Align(2));
+        });
   }
   const int64_t pairs_done = transposed_blocks ? k / (2 * t) * t : 0;
   auto pair = [&](llvm::Value* kp, bool odd_tail, bool full_panels, bool rest_panel) {
